@@ -1,0 +1,98 @@
+"""The verifier registry: one name per verifier, equal to its module file name and its config value.
+
+    from rlvr_verifiers import registry
+    registry.get("math").verify_batch([Item(response, ground_truth)])
+
+A verifier is an object with a `name`, `verify(item) -> Verdict` and `verify_batch(items) -> list[Verdict]`
+(a plain TRL-style batch function; `Verifier` below gives the batch loop for free).
+
+`register(name)` decorates a class (instantiated once, without arguments) or an instance; registering a
+name twice raises ValueError. Built-in verifiers live in `rlvr_verifiers/<name>.py` and are imported
+lazily, the first time `get(name)` or `names()` needs them, so importing the registry imports no verifier
+(and never torch or verl).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any, Callable
+
+from rlvr_verifiers.base import Item, Verdict
+
+# Built-in verifiers: registry key == module file name == config value.
+BUILTIN = ("math", "countdown", "tool_call", "format", "code")
+
+_REGISTRY: dict[str, Any] = {}
+_LOCK = threading.RLock()
+
+
+class Verifier:
+    """Convenience base: subclasses set `name` and implement `verify`; `verify_batch` maps it."""
+
+    name: str = ""
+
+    def verify(self, item: Item) -> Verdict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def verify_batch(self, items: list[Item]) -> list[Verdict]:
+        return [self.verify(item) for item in items]
+
+    def __call__(self, items: list[Item]) -> list[Verdict]:
+        return self.verify_batch(items)
+
+
+def register(name: str) -> Callable[[Any], Any]:
+    """Decorator registering a verifier class (instantiated with no arguments) or instance under `name`."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"verifier name must be a non-empty string, got {name!r}")
+
+    def decorate(obj: Any) -> Any:
+        verifier = obj() if isinstance(obj, type) else obj
+        for attr in ("verify", "verify_batch"):
+            if not callable(getattr(verifier, attr, None)):
+                raise TypeError(f"verifier {name!r} has no callable {attr}(); see rlvr_verifiers.registry")
+        if getattr(verifier, "name", "") not in ("", name):
+            raise ValueError(f"verifier registered as {name!r} calls itself {verifier.name!r}: use one name")
+        with _LOCK:
+            if name in _REGISTRY:
+                raise ValueError(
+                    f"verifier {name!r} is already registered ({type(_REGISTRY[name]).__name__}); "
+                    "pick another name or remove the duplicate registration"
+                )
+            try:
+                verifier.name = name
+            except AttributeError:
+                pass
+            _REGISTRY[name] = verifier
+        return obj
+
+    return decorate
+
+
+def _load_builtin(name: str) -> None:
+    if name in _REGISTRY or name not in BUILTIN:
+        return
+    try:
+        importlib.import_module(f"rlvr_verifiers.{name}")
+    except ModuleNotFoundError as exc:
+        # A built-in that is not installed (yet) is simply absent; a missing dependency is an error.
+        if exc.name != f"rlvr_verifiers.{name}":
+            raise
+
+
+def names() -> list[str]:
+    """Sorted names of every available verifier (built-ins imported on first call)."""
+    with _LOCK:
+        for builtin in BUILTIN:
+            _load_builtin(builtin)
+        return sorted(_REGISTRY)
+
+
+def get(name: str) -> Any:
+    """The verifier registered as `name`; KeyError listing the available names otherwise."""
+    with _LOCK:
+        _load_builtin(name)
+        if name in _REGISTRY:
+            return _REGISTRY[name]
+    raise KeyError(f"unknown verifier {name!r}; available: {', '.join(names())}")
