@@ -1,0 +1,48 @@
+"""verl plugin entry point (`verl.plugins` group): runs in every process that imports verl.
+
+It registers rlvr's extensions through verl's own registries:
+- the `cpu` platform (selected only by VERL_PLATFORM=cpu; never auto-detected),
+- the `hf` rollout replica and its worker adapter,
+- the `rlvr` reward manager (rlvr_verifiers.verl_bridge), when that package is importable.
+
+verl swallows plugin import errors at debug level, so failures are logged here at ERROR level: a
+missing backend would otherwise surface much later as "Unknown rollout mode: hf".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger("rlvr_cluster")
+
+
+def _register() -> None:
+    from rlvr_cluster import cpu_platform  # noqa: F401  (registers the platform)
+    from rlvr_cluster import verl_private
+
+    if os.environ.get("VERL_PLATFORM", "").strip().lower() == cpu_platform.PLATFORM_NAME:
+        verl_private.install_cpu_workarounds()
+
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    def _load_hf_replica():
+        from rlvr_cluster.hf_rollout import HFReplica
+
+        return HFReplica
+
+    RolloutReplicaRegistry.register("hf", _load_hf_replica)
+    verl_private.register_hf_rollout_adapter()
+
+    try:
+        import rlvr_verifiers.verl_bridge  # noqa: F401  (registers reward manager "rlvr")
+    except ModuleNotFoundError as e:
+        if e.name not in ("rlvr_verifiers.verl_bridge",):
+            raise
+
+
+try:
+    _register()
+except Exception:  # noqa: BLE001 - verl would hide this; say it loudly, then let verl continue
+    logger.exception("rlvr_cluster: registering rlvr's verl plugins failed")
+    raise

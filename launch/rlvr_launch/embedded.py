@@ -1,0 +1,315 @@
+"""The embedded default: a tiny causal LM, its tokenizer and a task with a verifiable answer, built
+locally and deterministically (nothing is downloaded), cached under the rlvr cache directory.
+
+- Tokenizer: byte-level BPE trained on the task's own text, ChatML chat template. verl needs "\\n" to
+  be exactly one token and `<|im_end|>` to exist; a character-level tokenizer does not satisfy it.
+  It is saved as a plain `PreTrainedTokenizerFast`: saved as Qwen2Tokenizer, transformers 5 would
+  rebuild it with Qwen2's digit-splitting pre-tokenizer and disagree with the object that saved it.
+- Model: a Qwen2-architecture causal LM (hidden 128, 2 layers, ~0.4M parameters), randomly
+  initialised from a fixed seed.
+- Task `addition`: `a+b=` for single digits a, b; the answer is the decimal sum. 80 pairs train,
+  the other 20 are never trained on (the validation split).
+- Warm start (the R1 recipe's cold start, in miniature): a few seconds of supervised training on the
+  answer format until greedy accuracy on the training pairs reaches `warm_start_target` (0.5 by
+  default). It teaches the format and half the facts; the RL phase is what raises the reward
+  further, which is what the demo shows.
+
+Every artefact's folder name carries a hash of everything that determines it, so a changed spec
+builds anew and concurrent builders serialise on a file lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import random
+import shutil
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ADDITION = "addition"
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# transformers/models/qwen2/tokenization_qwen2.py PRETOKENIZE_REGEX (transformers 5.9).
+QWEN2_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+# Bump when the build code changes in a way the spec fields do not capture.
+_BUILD_VERSION = 2
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """Everything that determines the embedded model, tokenizer and data."""
+
+    seed: int = field(default=0, metadata={"help": "seed for data split, init and warm start"})
+    hidden_size: int = field(default=128, metadata={"help": "model width"})
+    num_layers: int = field(default=2, metadata={"help": "transformer layers"})
+    intermediate_size: int = field(default=256, metadata={"help": "MLP width"})
+    num_heads: int = field(default=4, metadata={"help": "attention heads"})
+    num_kv_heads: int = field(default=2, metadata={"help": "key/value heads (GQA)"})
+    vocab_size: int = field(default=320, metadata={"help": "BPE vocabulary size incl. 256 bytes"})
+    train_pairs: int = field(default=80, metadata={"help": "addition pairs used for training"})
+    warm_start_target: float = field(
+        default=0.5, metadata={"help": "stop the supervised warm start at this greedy train accuracy"}
+    )
+    warm_start_lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate of the warm start"})
+    warm_start_max_steps: int = field(default=3000, metadata={"help": "upper bound on warm-start steps"})
+
+    def digest(self) -> str:
+        payload = json.dumps({**asdict(self), "_v": _BUILD_VERSION}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def addition_pairs(spec: TinySpec) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    pairs = [(a, b) for a in range(10) for b in range(10)]
+    random.Random(spec.seed).shuffle(pairs)
+    return pairs[: spec.train_pairs], pairs[spec.train_pairs :]
+
+
+def addition_prompt(a: int, b: int) -> str:
+    return f"{a}+{b}="
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _corpus(spec: TinySpec) -> list[str]:
+    train, held_out = addition_pairs(spec)
+    lines = []
+    for a, b in train + held_out:
+        lines.append(f"<|im_start|>user\n{addition_prompt(a, b)}<|im_end|>\n<|im_start|>assistant\n{a + b}<|im_end|>\n")
+    return lines * 4
+
+
+def build_tokenizer(spec: TinySpec, out_dir: Path):
+    """Train the byte-level BPE tokenizer and save it as a transformers fast tokenizer."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    # The same normaliser and pre-tokenizer transformers 5 gives any tokenizer in a qwen2 model folder
+    # (digits split one by one): whichever class loads this folder then encodes text identically.
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(spec), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def check_tokenizer(tokenizer) -> None:
+    """The properties verl 0.9.1 relies on (utils/tokenizer/continuous_token.py)."""
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    if len(newline) != 1:
+        raise ValueError(f'tokenizer must encode "\\n" as one token, got {newline}')
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if im_end is None or im_end == tokenizer.unk_token_id:
+        raise ValueError("tokenizer has no <|im_end|> token")
+    if tokenizer.eos_token_id != im_end:
+        raise ValueError("tokenizer's eos must be <|im_end|> so generation stops at the end of a turn")
+    text = "<|im_start|>user\n3+4=<|im_end|>\n"
+    if tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) != text:
+        raise ValueError("tokenizer does not round-trip ChatML text")
+
+
+def _model_config(spec: TinySpec, tokenizer):
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
+
+
+def _encode_example(tokenizer, a: int, b: int) -> tuple[list[int], list[int]]:
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": addition_prompt(a, b)}], add_generation_prompt=True, tokenize=False
+    )
+    prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+    answer_ids = tokenizer.encode(str(a + b), add_special_tokens=False) + [tokenizer.eos_token_id]
+    return prompt_ids, answer_ids
+
+
+def greedy_accuracy(model, tokenizer, pairs: list[tuple[int, int]], max_new_tokens: int = 4) -> float:
+    import torch
+
+    correct = 0
+    with torch.no_grad():
+        for a, b in pairs:
+            prompt_ids, _ = _encode_example(tokenizer, a, b)
+            ids = torch.tensor([prompt_ids])
+            for _ in range(max_new_tokens):
+                nxt = int(model(input_ids=ids).logits[0, -1].argmax())
+                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+                if nxt == tokenizer.eos_token_id:
+                    break
+            text = tokenizer.decode(ids[0, len(prompt_ids) :], skip_special_tokens=True)
+            correct += text.strip() == str(a + b)
+    return correct / len(pairs)
+
+
+def warm_start(model, tokenizer, spec: TinySpec, log=print) -> tuple[int, float]:
+    """Supervised training on answer tokens (+ end of turn) until the greedy accuracy target."""
+    import torch
+
+    train, _ = addition_pairs(spec)
+    examples = [_encode_example(tokenizer, a, b) for a, b in train]
+    width = max(len(p) + len(a) for p, a in examples)
+    inputs = torch.full((len(examples), width), tokenizer.pad_token_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, (p, a) in enumerate(examples):
+        ids = p + a
+        inputs[row, : len(ids)] = torch.tensor(ids)
+        labels[row, len(p) : len(ids)] = torch.tensor(a)
+        mask[row, : len(ids)] = 1
+    generator = torch.Generator().manual_seed(spec.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warm_start_lr)
+    accuracy = 0.0
+    step = 0
+    for step in range(1, spec.warm_start_max_steps + 1):
+        model.train()
+        idx = torch.randperm(len(examples), generator=generator)[:32]
+        out = model(input_ids=inputs[idx], attention_mask=mask[idx], labels=labels[idx])
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+        if step % 10 == 0:
+            model.eval()
+            accuracy = greedy_accuracy(model, tokenizer, train)
+            if step % 100 == 0:
+                log(f"[rlvr] warm start step {step}: loss {out.loss.item():.3f}, greedy accuracy {accuracy:.2f}")
+            if accuracy >= spec.warm_start_target:
+                break
+    model.eval()
+    return step, accuracy
+
+
+def build_model(spec: TinySpec, out_dir: Path, log=print) -> dict:
+    """Tokenizer + randomly initialised Qwen2 + warm start, saved to `out_dir` as an HF folder."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(spec.seed)
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    trained = build_tokenizer(spec, tmp)
+    _model_config(spec, trained).save_pretrained(tmp)
+    # From here on, the object verl itself builds from this folder, used for everything.
+    tokenizer = AutoTokenizer.from_pretrained(tmp)
+    for text in _corpus(spec)[:100]:
+        if tokenizer.encode(text, add_special_tokens=False) != trained.encode(text, add_special_tokens=False):
+            raise RuntimeError(f"the reloaded tokenizer ({type(tokenizer).__name__}) encodes {text!r} differently")
+    check_tokenizer(tokenizer)
+    model = AutoModelForCausalLM.from_config(_model_config(spec, tokenizer), dtype=torch.float32)
+    steps, accuracy = warm_start(model, tokenizer, spec, log=log)
+    _, held_out = addition_pairs(spec)
+    held_out_accuracy = greedy_accuracy(model, tokenizer, held_out)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(tmp)
+    info = {
+        "spec": asdict(spec),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "warm_start_steps": steps,
+        "warm_start_train_accuracy": accuracy,
+        "warm_start_held_out_accuracy": held_out_accuracy,
+    }
+    (tmp / "rlvr_build.json").write_text(json.dumps(info, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return info
+
+
+def build_addition_data(spec: TinySpec, out_dir: Path) -> None:
+    """verl's parquet format: data_source, prompt (chat messages), ability, reward_model, extra_info."""
+    import pandas as pd
+
+    train, held_out = addition_pairs(spec)
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for split, pairs in (("train", train), ("test", held_out)):
+        rows = [
+            {
+                "data_source": ADDITION,
+                "prompt": [{"role": "user", "content": addition_prompt(a, b)}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": str(a + b)},
+                "extra_info": {"split": split, "index": i, "verifier": "math"},
+            }
+            for i, (a, b) in enumerate(pairs)
+        ]
+        pd.DataFrame(rows).to_parquet(tmp / f"{split}.parquet", index=False)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+
+
+def ensure_tiny_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -> Path:
+    """Path of the cached tiny model folder, building it first if needed."""
+    out = Path(cache_dir) / "models" / f"tiny-qwen2-addition-{spec.digest()}"
+    with _locked(out.with_name(out.name + ".lock")):
+        if not (out / "rlvr_build.json").exists():
+            log(f"[rlvr] building the tiny model and tokenizer in {out} (once; about 10 s)")
+            info = build_model(spec, out, log=log)
+            log(
+                f"[rlvr] warm start: {info['warm_start_steps']} steps, greedy accuracy "
+                f"{info['warm_start_train_accuracy']:.2f} train / {info['warm_start_held_out_accuracy']:.2f} held out"
+            )
+    return out
+
+
+def ensure_addition_data(data_dir: Path, spec: TinySpec = TinySpec()) -> Path:
+    out = Path(data_dir) / ADDITION
+    marker = out / f".built-{spec.digest()}"
+    with _locked(Path(data_dir) / f".{ADDITION}.lock"):
+        if not marker.exists():
+            build_addition_data(spec, out)
+            marker.touch()
+    return out
