@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rlvr_verifiers.base import Item, Verdict
 

@@ -1,0 +1,244 @@
+"""Symbolic equality in worker processes with a wall-clock kill (works from any thread or process).
+
+The `math` verifier decides most answers exactly in-process (rationals, radicals, pi, polynomials). The
+rest (trig, logs, rational functions, nested radicals) go to sympy, and sympy can run for minutes on
+adversarial input. `signal.alarm` only works on a process's main thread, so instead sympy runs in
+separate worker processes (`python -c ...`, started lazily, each importing sympy once). A request that
+outruns its deadline gets its worker killed (SIGKILL) and replaced; the caller gets `None` ("timed
+out"). Requests are JSON lines carrying the verifier's own expression trees, which the worker turns
+into sympy objects node by node: no string is ever handed to sympy's parser (so `^` is never XOR and
+nothing is `eval`ed).
+
+What this does NOT cover: it does not bound the worker's memory (the pool's sandbox/rlimits do that on
+verifier nodes); callers must reject huge exponents before sending (the math verifier does).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+# How long a fresh worker may take to import sympy before it is declared broken.
+_START_TIMEOUT_S = 60.0
+# Workers kept at most (each is one process importing sympy, ~60 MB).
+_MAX_WORKERS = 2
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from rlvr_verifiers._symbolic import _serve; _serve()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._buf = b""
+        if self._readline(time.monotonic() + _START_TIMEOUT_S) != "ready":
+            self.kill()
+            raise RuntimeError("sympy worker failed to start")
+
+    def _readline(self, deadline: float) -> str | None:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return None
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return None
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode()
+
+    def ask(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        line = self._readline(time.monotonic() + timeout_s)
+        return None if line is None else json.loads(line)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+
+class SymbolicPool:
+    """Thread-safe pool of sympy workers; `equal(a, b, timeout_s)` -> True / False / None (timed out)."""
+
+    def __init__(self, max_workers: int = _MAX_WORKERS) -> None:
+        self._max = max_workers
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        atexit.register(self.close)
+
+    def _acquire(self, deadline: float) -> _Worker | None:
+        with self._cond:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if self._count < self._max:
+                    self._count += 1
+                    break
+                if not self._cond.wait(max(0.0, deadline - time.monotonic())):
+                    return None
+        try:
+            return _Worker()
+        except Exception:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: _Worker | None) -> None:
+        with self._cond:
+            if worker is None:
+                self._count -= 1
+            else:
+                self._idle.append(worker)
+            self._cond.notify()
+
+    def equal(self, a: Any, b: Any, timeout_s: float) -> bool | None:
+        # Waiting for a busy worker counts against the caller's bound too (plus worker start-up).
+        deadline = time.monotonic() + timeout_s
+        worker = self._acquire(deadline)
+        if worker is None:
+            return None
+        answer = None
+        try:
+            answer = worker.ask({"a": a, "b": b}, max(0.01, deadline - time.monotonic()))
+        finally:
+            if answer is None:
+                worker.kill()
+                self._release(None)
+            else:
+                self._release(worker)
+        if answer is None:
+            return None
+        return bool(answer.get("equal"))
+
+    def close(self) -> None:
+        with self._cond:
+            workers, self._idle = self._idle, []
+            self._count -= len(workers)
+        for worker in workers:
+            worker.kill()
+
+
+_POOL: SymbolicPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> SymbolicPool:
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_PID != os.getpid():
+            _set_pool(SymbolicPool())
+        return _POOL  # type: ignore[return-value]
+
+
+_POOL_PID = -1
+
+
+def _set_pool(p: SymbolicPool) -> None:
+    # A forked child must not share its parent's worker pipes.
+    global _POOL, _POOL_PID
+    _POOL, _POOL_PID = p, os.getpid()
+
+
+# --------------------------------------------------------------------------------------------------
+# Worker side: expression trees (see rlvr_verifiers.math) -> sympy.
+
+
+def _to_sympy(node: list[Any], sp: Any) -> Any:
+    op = node[0]
+    if op == "num":
+        return sp.Rational(node[1])
+    if op == "var":
+        name = node[1]
+        if name == "e":
+            return sp.E
+        if name == "i":
+            return sp.I
+        return sp.Symbol(name)
+    if op == "pi":
+        return sp.pi
+    if op == "inf":
+        return sp.oo
+    args = [_to_sympy(child, sp) for child in node[1:] if isinstance(child, list)]
+    if op == "add":
+        return sp.Add(*args)
+    if op == "mul":
+        return sp.Mul(*args)
+    if op == "neg":
+        return -args[0]
+    if op in ("div", "frac"):
+        return args[0] / args[1]
+    if op == "pow":
+        return sp.Pow(args[0], args[1])
+    if op == "sqrt":
+        return sp.sqrt(args[0])
+    if op == "root":
+        return sp.root(args[1], args[0])
+    if op == "abs":
+        return sp.Abs(args[0])
+    if op == "fact":
+        return sp.factorial(args[0])
+    if op == "binom":
+        return sp.binomial(args[0], args[1])
+    if op == "log":  # ["log", base, arg]
+        return sp.log(args[1], args[0])
+    if op == "fn":
+        fn = {
+            "sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "cot": sp.cot, "sec": sp.sec, "csc": sp.csc,
+            "arcsin": sp.asin, "arccos": sp.acos, "arctan": sp.atan, "sinh": sp.sinh, "cosh": sp.cosh,
+            "tanh": sp.tanh, "ln": sp.log, "log": sp.log, "exp": sp.exp,
+        }[node[1]]
+        return fn(args[0])
+    raise ValueError(f"unknown node {op!r}")
+
+
+def _decide(a: Any, b: Any, sp: Any) -> bool:
+    diff = _to_sympy(a, sp) - _to_sympy(b, sp)
+    if diff == 0:
+        return True
+    for simplify in (sp.expand, sp.radsimp, sp.simplify):
+        if simplify(diff) == 0:
+            return True
+    if not diff.free_symbols:
+        # Rigorous for algebraic numbers: the minimal polynomial of 0 is x.
+        try:
+            x = sp.Symbol("x")
+            return sp.minimal_polynomial(diff, x) == x
+        except Exception:  # noqa: BLE001 - sympy raises many types; "not proven" is the safe answer
+            return False
+    return False
+
+
+def _serve() -> None:
+    import sympy as sp
+
+    out = sys.stdout
+    out.write("ready\n")
+    out.flush()
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            result = {"equal": bool(_decide(request["a"], request["b"], sp))}
+        except Exception as exc:  # noqa: BLE001 - a tree sympy cannot handle is "not proven equal"
+            result = {"equal": False, "error": type(exc).__name__}
+        out.write(json.dumps(result) + "\n")
+        out.flush()

@@ -1,0 +1,1319 @@
+r"""The `math` verifier: is the response's final answer equal to the reference answer?
+
+Ground truth: the reference answer string (it may itself contain `\boxed{...}`; then its last boxed
+content is the reference). Score 1.0 with status `ok` when equal, 0.0 otherwise. The bar is ZERO false
+accepts: when equality cannot be established (unparseable, too complex, symbolic check timed out)
+the answer is not paid.
+
+Extraction (from the response)
+- The LAST `\boxed{...}` / `\boxed {...}` / `\fbox{...}` / `\framebox{...}` wins (nested braces are
+  matched; `\boxed 5` without braces takes the next token). If the last one is never closed (a
+  truncated response) the verdict is `parse_error`, never an earlier box.
+- Else the last "final answer is X" / "the answer is X" / "Answer: X" (to the end of that line).
+- Else a trailing final statement: the last non-empty line, when it is a bare math expression, a
+  `$...$` / `\[...\]` block (its last math segment is taken), or ends with "is X" / "= X".
+- Else `parse_error`.
+
+Normalisation
+- `$`, `\(`, `\[`, `\left`, `\right`, `\displaystyle`, `\!`, spacing commands, a trailing period
+  and `\dfrac`/`\tfrac`/`\cfrac` (-> `\frac`) are dropped; `\text{}`/`\mathrm{}`/`\mbox{}` are
+  unwrapped; `\$` (currency) is dropped.
+- Thousands separators: `1{,}000`, `1\,000`, `1,\!000` (digit groups of exactly three after the
+  separator) are ALWAYS thousands separators, anywhere. A plain comma (`1,000`) or a space
+  (`1 000`) is a thousands separator ONLY when the whole answer is one number of the form
+  `d{1,3}(,ddd)+` (optionally signed, with decimals and a unit); everywhere else a comma separates list
+  items. `1\,00` (a group not of three) is not a number (so not equal to 100).
+- Units: a trailing `\text{...}`/`\mbox{...}`/`\mathrm{...}` after a number, a known unit word
+  (cm, meters, inches, dollars, degrees, ...), `^\circ` (degrees) and `\%` (percent) are unit labels.
+  The number is compared as written; units never convert (`30^\circ` != `\pi/6`, `1 m` != `100 cm`).
+  If only one side carries a unit, it is ignored (`5\text{ cm}` == `5`); if both do and they differ
+  (after lowercasing and dropping a plural "s"), the answer is wrong.
+- Percent: `\%` is a unit label: `50\%` == `50` and `12.5\%` == `12.5`, but `50\%` != `0.5` and
+  `0.42` != `42` (values are never rescaled by 100).
+- Equations: `x = 5` == `5` (a single variable on the left is a label); if both sides are labelled,
+  the labels must match (`x = 5` != `y = 5`).
+- Multiple choice: when the reference is a single letter A-J (optionally `(B)`, `\text{(B)}`), the
+  response must name the same letter (`B`, `(B)`, `(B) 42`, `B.`); the letter is compared, nothing else.
+
+Equality
+- Numbers are exact rationals (Python fractions): `0.5` == `\frac{1}{2}` == `2/4` (unreduced
+  fractions are equal to reduced ones: value equality), `5.` == `5` == `5.0`, `1.0001` != `1`,
+  `0.333` != `1/3`; repeating decimals only as `0.\overline{3}` (== 1/3); `0.333...` is not a number.
+  `2\frac{1}{2}` with integer literals is the mixed number 5/2; `-2\frac12` == -5/2.
+- Fast exact path: values that are polynomials (variables allowed, with negative powers) over the
+  rationals in `\pi`, `e`, `i` (the imaginary unit, i^2 = -1) and square roots of rationals are put
+  in a canonical form (square roots of distinct square-free integers are linearly independent) and
+  compared exactly, in-process: `\frac{\sqrt{2}}{2}` == `\frac{1}{\sqrt{2}}`, `2\sqrt{3}` == `\sqrt{12}`,
+  `3^4` != `4^3` (`^` is always power, never XOR).
+- Symbolic path, only when the fast path cannot represent a side (trig, logs, factorials of symbols,
+  rational functions, nested radicals, division by a sum): first a 40-digit numeric evaluation at fixed
+  points rejects clearly different values; equal-looking values must then be PROVEN equal by sympy
+  (expand / radsimp / simplify / minimal polynomial) in a worker process with a wall-clock kill
+  (`rlvr_verifiers._symbolic`; default 3 s; works from any thread). Unproven -> wrong; timed out ->
+  `timeout`.
+- Complexity bound before any evaluation: integer exponents above 10,000, results above 100,000 bits,
+  factorials above 2,000, nesting deeper than 60, answers longer than 2,000 characters are not
+  evaluated: `9^{9^{9^9}}` and `2^{2^{30}}` return `timeout` ("too complex") within microseconds
+  unless the two answers are literally identical.
+- `^` followed by an unbraced multi-digit number (`2^10`) or `\sqrt` followed by one is ambiguous (LaTeX
+  renders `2^10` as 2^1 0) and is only compared as text. `\frac12` follows LaTeX (== 1/2).
+- Collections: `\{...\}` sets and bare comma lists (`1, 2, 3`, as in "find all solutions") are
+  unordered (each element matched once, sizes must agree; duplicates in a `\{\}` set collapse);
+  `(a, b)` / `[a, b]` / `(a, b]` tuples and intervals are ordered AND their brackets must match
+  (open vs closed ends matter; `(1, 2)` != `[1, 2]`); unions `A \cup B` are unordered. A bare list is
+  not equal to a tuple. `\emptyset` == `\varnothing` == `\{\}`. `\infty`/`-\infty` are compared as
+  signed infinities.
+- Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne` are understood; sides compared as values.
+- Anything that does not parse as math is compared as text (lowercased, whitespace collapsed, `\text`
+  unwrapped): `\text{Monday}` == `monday`.
+"""
+
+from __future__ import annotations
+
+import math as _pymath
+import re
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from rlvr_verifiers.base import OK, PARSE_ERROR, TIMEOUT, WRONG, Item, Verdict
+from rlvr_verifiers.registry import Verifier, register
+
+MAX_ANSWER_CHARS = 2000
+MAX_EXPONENT = 10_000
+MAX_BITS = 100_000
+MAX_FACTORIAL = 2_000
+MAX_DEPTH = 60
+MAX_TERMS = 2_000
+MAX_SQRT_RADICAND = 10**12
+SYMBOLIC_TIMEOUT_S = 3.0
+
+
+class ParseFailure(Exception):
+    """The text is not math this parser understands (then it is compared as text)."""
+
+
+class TooComplex(Exception):
+    """The answer exceeds the complexity bound; it is not evaluated."""
+
+
+class NotAlgebraic(Exception):
+    """The fast exact path cannot represent this value; the symbolic path must decide."""
+
+
+# ==================================================================================================
+# Extraction
+
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])\s*")
+_ANSWER_RE = re.compile(
+    r"(?:final answer|the answer|answer)\s*(?:is|:|=)?\s*[:]?\s*(?:\*\*)?\s*:?\s*([^\n]*)", re.IGNORECASE
+)
+_TRAILING_IS_RE = re.compile(r"(?:\bis|\bare|\bequals|=)\s*([^=\n]+?)\s*$", re.IGNORECASE)
+_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,{}\[\]\\a-zA-Z=<>|!_:]*$")
+
+
+class Unclosed(Exception):
+    pass
+
+
+def _braced(text: str, start: int) -> tuple[str, int]:
+    """Content of the brace group opening at text[start] == '{' and the index after it."""
+    depth = 0
+    i = start
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i], i + 1
+        i += 1
+    raise Unclosed
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{}`-style group; None if there is none; Unclosed if it never closes."""
+    last = None
+    for last in _BOX_RE.finditer(text):
+        pass
+    if last is None:
+        return None
+    i = last.end()
+    if i < len(text) and text[i] == "{":
+        return _braced(text, i)[0]
+    m = re.match(r"[^\s$]+", text[i:])
+    if not m:
+        raise Unclosed
+    return m.group(0)
+
+
+def _strip_math_delims(s: str) -> str:
+    s = s.strip()
+    for left, right in (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)")):
+        if s.startswith(left) and s.endswith(right) and len(s) >= len(left) + len(right):
+            s = s[len(left) : len(s) - len(right)].strip()
+    return s
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer in a response (see the module doc), or None. Raises Unclosed."""
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed
+    last = None
+    for last in _ANSWER_RE.finditer(text):
+        pass
+    if last is not None and last.group(1).strip(" *.:"):
+        ans = last.group(1).strip().strip("*").strip()
+        segs = _MATH_SEGMENT_RE.findall(ans)
+        if segs and not _MATH_SEGMENT_RE.sub("", ans).strip(" .,;:*"):
+            ans = next(g for g in segs[-1] if g)
+        return ans.rstrip(" .")
+    # A trailing final statement.
+    lines = [ln.strip() for ln in text.rstrip().splitlines()[-3:] if ln.strip()]
+    if not lines:
+        return None
+    line = lines[-1]
+    if line in ("$$", "\\]") and len(lines) >= 2:
+        line = lines[-2]
+        return _strip_math_delims(line).rstrip(" .")
+    stripped = _strip_math_delims(line.rstrip(" ."))
+    if stripped != line.rstrip(" .") and "$" not in stripped:
+        return stripped.rstrip(" .")
+    segs = _MATH_SEGMENT_RE.findall(line)
+    if segs:
+        text_only = _MATH_SEGMENT_RE.sub("", line)
+        seg = next(g for g in segs[-1] if g)
+        if re.search(r"(?:\bis|\bare|\bequals|=|:)\s*$", text_only.split("$")[-1].rstrip(" .")) or not re.search(
+            r"[a-zA-Z]{2,}", text_only
+        ):
+            return seg.strip()
+        if "=" in seg:
+            return seg.strip()
+        return None
+    if _BARE_MATH_RE.match(line) and not re.search(r"[a-zA-Z]{4,}", line):
+        return line.rstrip(" .")
+    m = _TRAILING_IS_RE.search(line.rstrip(" ."))
+    if m and len(m.group(1)) <= 40:
+        return m.group(1).strip()
+    return None
+
+
+# ==================================================================================================
+# Normalisation (string level)
+
+_UNIT_WORDS = (
+    "cm|mm|km|m|meters?|metres?|centimeters?|millimeters?|kilometers?|inch|inches|in|ft|feet|foot|"
+    "yards?|yd|miles?|mi|sq|square|units?|degrees?|deg|radians?|rad|dollars?|cents?|euros?|pounds?|"
+    "lbs?|kg|g|grams?|kilograms?|seconds?|sec|s|minutes?|min|hours?|hrs?|h|days?|weeks?|months?|"
+    "years?|liters?|litres?|l|ml|mph|km/h|gallons?|ounces?|oz|people|students|ways|times|"
+    "percent|points?|cups?|pages?|books?|marbles?|cookies|apples|tiles"
+)
+_UNIT_TAIL_RE = re.compile(
+    r"^(?P<body>.*?[\d}).])\s*(?P<unit>(?:(?:square|sq\.?|cubic)\s+)?(?:" + _UNIT_WORDS + r"))"
+    r"(?P<pow>\s*\^\s*\{?\d\}?)?\s*$",
+    re.IGNORECASE,
+)
+_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|textup|operatorname)\s*\{")
+_THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_THOUSANDS_SPACE_RE = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_CHOICE_RE = re.compile(r"^\(?([A-J])\)?$")
+_CHOICE_RESPONSE_RE = re.compile(r"^\(?([A-J])(?:\)|\.|:|\s|$)")
+
+
+def _unwrap_text(s: str) -> str:
+    while True:
+        m = _TEXT_CMD_RE.search(s)
+        if not m:
+            return s
+        try:
+            inner, end = _braced(s, m.end() - 1)
+        except Unclosed:
+            return s
+        s = s[: m.start()] + inner + s[end:]
+
+
+def _canon_unit(unit: str) -> str:
+    u = re.sub(r"[\s\\{}^.]", "", unit.lower())
+    u = {"%": "percent", "deg": "degree", "circ": "degree", "°": "degree"}.get(u, u)
+    for suffix in ("es", "s"):
+        if u.endswith(suffix) and len(u) > len(suffix) + 1 and u not in ("inches",):
+            return u[: -len(suffix)]
+    return "inch" if u == "inches" else u
+
+
+@dataclass
+class Normalized:
+    text: str  # the math/text part
+    unit: str | None = None
+    label: str | None = None
+
+
+def normalize(raw: str) -> Normalized:
+    s = raw.strip()
+    s = _strip_math_delims(s)
+    s = s.replace("\n", " ")
+    # Thousands separators that are unambiguous typography, before spacing commands disappear.
+    s = re.sub(r"(\d),\\!\s*(?=\d{3}(?!\d))", r"\1", s)
+    s = re.sub(r"(\d)\{,\}(?=\d{3}(?!\d))", r"\1", s)
+    s = re.sub(r"(\d)\\,(?=\d{3}(?!\d))", r"\1", s)
+    s = re.sub(r"(\d)\\,(?=\d{3}(?!\d))", r"\1", s)
+    for cmd in ("\\displaystyle", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big"):
+        s = re.sub(re.escape(cmd) + r"(?![a-zA-Z])", "", s)
+    s = s.replace("\\!", "")
+    s = re.sub(r"\\(?:dfrac|tfrac|cfrac)(?![a-zA-Z])", r"\\frac", s)
+    s = re.sub(r"\\(?:,|;|:|quad|qquad| )|~", " ", s)
+    s = s.replace("\\$", "").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    s = re.sub(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|∅", "\\\\emptyset", s)
+    unit = None
+    # Degrees and percent.
+    m = re.search(r"(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![a-zA-Z]))\s*(?:\\text\{\s*[CF]\s*\})?\s*$", s)
+    if m:
+        s, unit = s[: m.start()], "degree"
+    m = re.search(r"(?:\\%|%|\\text\{\s*\\?%\s*\})\s*$", s)
+    if m:
+        s, unit = s[: m.start()], "percent"
+    s = s.strip()
+    # A trailing \text{unit} after a value.
+    m = re.search(r"\\(?:text|mbox|mathrm|textrm)\s*\{([^{}]*)\}\s*(\^\s*\{?\d\}?)?\s*$", s)
+    if m and m.start() > 0 and re.search(r"[\d}).]\s*$", s[: m.start()]) and re.search(r"[a-zA-Z]", m.group(1)):
+        unit = unit or _canon_unit(m.group(1) + (m.group(2) or ""))
+        s = s[: m.start()].strip()
+    s = _unwrap_text(s).strip()
+    if s.endswith(".") and not re.search(r"\d\.$", s[-3:]) or re.search(r"[^\d]\.$", s):
+        s = s[:-1].rstrip()
+    m = _UNIT_TAIL_RE.match(s)
+    if m and not re.search(r"[a-zA-Z]", m.group("body").replace("\\frac", "").replace("\\sqrt", "").replace("\\pi", "")):
+        unit = unit or _canon_unit(m.group("unit") + (m.group("pow") or ""))
+        s = m.group("body").strip()
+    s = re.sub(r"\s+", " ", s).strip()
+    if s.endswith(".") and re.fullmatch(r"[-+]?\d+\.", s):
+        s = s[:-1]
+    if _THOUSANDS_WHOLE_RE.match(s):
+        s = s.replace(",", "")
+    elif _THOUSANDS_SPACE_RE.match(s):
+        s = s.replace(" ", "")
+    label = None
+    m = re.fullmatch(r"([a-zA-Z](?:_\{?[\w]+\}?)?|\\[a-zA-Z]+)\s*=\s*([^=]+)", s)
+    if m and m.group(1) not in ("\\infty", "\\pi"):
+        label, s = m.group(1).replace("{", "").replace("}", ""), m.group(2).strip()
+    return Normalized(s, unit, label)
+
+
+# ==================================================================================================
+# Tokenizer and parser (a LaTeX / plain-text math subset) -> expression trees (nested lists)
+
+_TOKEN_RE = re.compile(
+    r"(?P<num>\d+\.\d*|\.\d+|\d+)"
+    r"|(?P<cmd>\\[a-zA-Z]+|\\[{}|])"
+    r"|(?P<op><=|>=|!=|\*\*|[-+*/^_(){}\[\],=<>|!])"
+    r"|(?P<letter>[a-zA-Zα-ωΑ-Ω])"
+    r"|(?P<ws>\s+)"
+    r"|(?P<bad>.)",
+    re.DOTALL,
+)
+
+_FUNCS = {
+    "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+    "ln", "log", "exp",
+}
+_GREEK = {
+    "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
+    "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
+    "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma", "Phi", "Psi", "Omega",
+}
+_REL = {"<": "<", ">": ">", "<=": "<=", ">=": ">=", "\\le": "<=", "\\leq": "<=", "\\ge": ">=",
+        "\\geq": ">=", "\\lt": "<", "\\gt": ">", "\\ne": "!=", "\\neq": "!=", "!=": "!=", "\\leqslant": "<=",
+        "\\geqslant": ">="}
+_OPEN = {"(", "[", "{", "\\{"}
+_CLOSE = {")", "]", "}", "\\}"}
+
+
+def tokenize(s: str) -> list[tuple[str, str]]:
+    tokens = []
+    for m in _TOKEN_RE.finditer(s):
+        kind = m.lastgroup
+        if kind == "ws":
+            continue
+        if kind == "bad":
+            raise ParseFailure(f"unexpected character {m.group()!r}")
+        val = m.group()
+        if kind == "cmd" and val in ("\\cdot", "\\times", "\\ast"):
+            kind, val = "op", "*"
+        elif kind == "cmd" and val == "\\div":
+            kind, val = "op", "/"
+        elif kind == "op" and val == "**":
+            val = "^"
+        tokens.append((kind, val))
+    return tokens
+
+
+def _num_node(text: str) -> list[Any]:
+    if "." in text:
+        return ["num", str(Fraction(text.rstrip(".") or "0") if text.endswith(".") else Fraction(text)), "dec"]
+    return ["num", text, "int"]
+
+
+class _Parser:
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.t = tokens
+        self.i = 0
+        self.depth = 0
+
+    def peek(self, k: int = 0) -> tuple[str, str] | None:
+        j = self.i + k
+        return self.t[j] if j < len(self.t) else None
+
+    def next(self) -> tuple[str, str]:
+        tok = self.peek()
+        if tok is None:
+            raise ParseFailure("unexpected end")
+        self.i += 1
+        return tok
+
+    def expect(self, val: str) -> None:
+        tok = self.next()
+        if tok[1] != val:
+            raise ParseFailure(f"expected {val!r}, got {tok[1]!r}")
+
+    def at(self, *vals: str) -> bool:
+        tok = self.peek()
+        return tok is not None and tok[1] in vals
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise TooComplex(f"nesting deeper than {MAX_DEPTH}")
+
+    # expr := term (('+'|'-') term)*
+    def expr(self) -> list[Any]:
+        self.enter()
+        node = self.term()
+        while self.at("+", "-"):
+            op = self.next()[1]
+            rhs = self.term()
+            node = ["add", node, rhs if op == "+" else ["neg", rhs]]
+        self.depth -= 1
+        return node
+
+    def _starts_atom(self) -> bool:
+        tok = self.peek()
+        if tok is None:
+            return False
+        kind, val = tok
+        if kind in ("num", "letter"):
+            return True
+        if kind == "cmd":
+            return val[1:] in _FUNCS or val[1:] in _GREEK or val in (
+                "\\pi", "\\frac", "\\sqrt", "\\binom", "\\infty", "\\overline")
+        return val in ("(", "{") or (val == "|" and False)
+
+    def term(self) -> list[Any]:
+        node = self.unary()
+        while True:
+            if self.at("*", "/"):
+                op = self.next()[1]
+                rhs = self.unary()
+                node = ["mul", node, rhs] if op == "*" else ["div", node, rhs]
+            elif self._starts_atom():
+                if self.peek()[0] == "num" and _ends_with_number(node):
+                    raise ParseFailure("two numbers side by side")
+                rhs = self.power()
+                if (node[0] == "num" and node[2] == "int" and rhs[0] == "frac"
+                        and rhs[1][0] == "num" and rhs[1][2] == "int" and rhs[2][0] == "num" and rhs[2][2] == "int"):
+                    node = ["add", node, rhs]  # mixed number 2\frac{1}{2}
+                elif (node[0] == "neg" and node[1][0] == "num" and node[1][2] == "int" and rhs[0] == "frac"
+                        and rhs[1][0] == "num" and rhs[1][2] == "int" and rhs[2][0] == "num" and rhs[2][2] == "int"):
+                    node = ["neg", ["add", node[1], rhs]]
+                else:
+                    node = ["mul", node, rhs]
+            else:
+                return node
+
+    def unary(self) -> list[Any]:
+        if self.at("-"):
+            self.next()
+            self.enter()
+            node = ["neg", self.unary()]
+            self.depth -= 1
+            return node
+        if self.at("+"):
+            self.next()
+            return self.unary()
+        return self.power()
+
+    def power(self) -> list[Any]:
+        base = self.postfix(self.atom())
+        if self.at("^"):
+            self.next()
+            exp = self.script_arg()
+            return ["pow", base, exp]
+        return base
+
+    def postfix(self, node: list[Any]) -> list[Any]:
+        while self.at("!"):
+            self.next()
+            node = ["fact", node]
+        return node
+
+    def script_arg(self) -> list[Any]:
+        """The argument of ^ : a braced group or a single token (multi-digit bare numbers are ambiguous)."""
+        tok = self.peek()
+        if tok is None:
+            raise ParseFailure("dangling ^")
+        if tok[1] == "{":
+            return self.group()
+        if tok[1] == "-":
+            self.next()
+            return ["neg", self.script_arg()]
+        if tok[0] == "num":
+            if len(tok[1]) > 1:
+                raise ParseFailure("ambiguous unbraced multi-digit exponent")
+            self.next()
+            return _num_node(tok[1])
+        return self.atom()
+
+    def latex_arg(self) -> list[Any]:
+        """A LaTeX macro argument: a braced group or a single character/command."""
+        tok = self.peek()
+        if tok is None:
+            raise ParseFailure("missing argument")
+        if tok[1] == "{":
+            return self.group()
+        if tok[0] == "num":
+            self.next()
+            if len(tok[1]) > 1:
+                self.t.insert(self.i, ("num", tok[1][1:]))
+            return _num_node(tok[1][0])
+        if tok[0] == "letter":
+            self.next()
+            return ["var", tok[1]]
+        return self.atom()
+
+    def group(self) -> list[Any]:
+        self.expect("{")
+        node = self.expr()
+        self.expect("}")
+        return node
+
+    def atom(self) -> list[Any]:
+        self.enter()
+        try:
+            return self._atom()
+        finally:
+            self.depth -= 1
+
+    def _atom(self) -> list[Any]:
+        kind, val = self.next()
+        if kind == "num":
+            node = _num_node(val)
+            if self.at("\\overline") and node[2] == "dec":
+                self.next()
+                rep = self.group()
+                if rep[0] != "num" or rep[2] != "int":
+                    raise ParseFailure("bad repeating decimal")
+                return ["num", str(_repeating(val, self.t[self.i - 2][1])), "dec"]
+            return node
+        if kind == "letter":
+            name = val
+            if self.at("_"):
+                self.next()
+                tok = self.next()
+                if tok[1] == "{":
+                    parts = []
+                    while not self.at("}"):
+                        parts.append(self.next()[1])
+                    self.expect("}")
+                    name += "_" + "".join(parts)
+                else:
+                    name += "_" + tok[1]
+            return ["var", name]
+        if val in ("(", "["):
+            node = self.expr()
+            self.expect(")" if val == "(" else "]")
+            return node
+        if val == "{":
+            node = self.expr()
+            self.expect("}")
+            return node
+        if val == "|":
+            node = self.expr()
+            self.expect("|")
+            return ["abs", node]
+        if kind == "cmd":
+            name = val[1:]
+            if name == "pi":
+                return ["pi"]
+            if name == "infty":
+                return ["inf"]
+            if name in _GREEK:
+                return ["var", name]
+            if name == "frac":
+                num = self.latex_arg()
+                den = self.latex_arg()
+                return ["frac", num, den]
+            if name == "binom":
+                return ["binom", self.latex_arg(), self.latex_arg()]
+            if name == "sqrt":
+                if self.at("["):
+                    self.next()
+                    index = self.expr()
+                    self.expect("]")
+                    return ["root", index, self.sqrt_arg()]
+                return ["sqrt", self.sqrt_arg()]
+            if name in _FUNCS:
+                return self.function(name)
+        raise ParseFailure(f"unexpected {val!r}")
+
+    def sqrt_arg(self) -> list[Any]:
+        tok = self.peek()
+        if tok is not None and tok[0] == "num" and len(tok[1]) > 1:
+            raise ParseFailure("ambiguous unbraced multi-digit square root")
+        return self.latex_arg()
+
+    def function(self, name: str) -> list[Any]:
+        base = None
+        if name == "log" and self.at("_"):
+            self.next()
+            base = self.latex_arg()
+        power = None
+        if self.at("^"):
+            self.next()
+            power = self.script_arg()
+        if self.at("(", "{"):
+            arg = self.atom()
+        else:
+            arg = self.power()
+            while self._starts_atom() and not (self.peek()[0] == "cmd" and self.peek()[1][1:] in _FUNCS):
+                arg = ["mul", arg, self.power()]
+        node = ["log", base, arg] if base is not None else ["fn", name, arg]
+        return ["pow", node, power] if power is not None else node
+
+
+def _ends_with_number(node: list[Any]) -> bool:
+    while node[0] in ("mul", "add", "pow"):
+        node = node[-1]
+    return node[0] == "num" or (node[0] == "fact")
+
+
+def _repeating(prefix: str, digits: str) -> Fraction:
+    """0.1\\overline{6} -> 1/6: prefix '0.1' then repeating block '6'."""
+    whole, _, frac_part = prefix.partition(".")
+    k, r = len(frac_part), len(digits)
+    non_rep = Fraction(int(whole or "0")) + (Fraction(int(frac_part), 10**k) if frac_part else 0)
+    return non_rep + Fraction(int(digits), (10**r - 1) * 10**k)
+
+
+def parse_expr(text: str) -> list[Any]:
+    parser = _Parser(tokenize(text))
+    node = parser.expr()
+    if parser.peek() is not None:
+        raise ParseFailure(f"unexpected {parser.peek()[1]!r}")
+    return node
+
+
+# ==================================================================================================
+# Values: scalars, collections, relations
+
+
+@dataclass
+class Scalar:
+    tree: list[Any]
+    label: str | None = None
+
+
+@dataclass
+class Collection:
+    kind: str  # "set" (unordered, deduplicated), "list" (unordered bare list), "seq" (ordered)
+    items: list[Any]
+    brackets: str = ""  # for seq: opening+closing bracket, e.g. "(]"
+
+
+@dataclass
+class Union:
+    parts: list[Any]
+
+
+@dataclass
+class Relation:
+    chain: list[Any] = field(default_factory=list)  # [expr, op, expr, op, expr ...] with < / <= only
+
+
+@dataclass
+class Text:
+    text: str
+
+
+def _split_top(tokens: list[tuple[str, str]], sep: set[str]) -> list[list[tuple[str, str]]]:
+    parts, cur, depth = [], [], 0
+    for tok in tokens:
+        if tok[1] in _OPEN:
+            depth += 1
+        elif tok[1] in _CLOSE:
+            depth -= 1
+        if depth == 0 and tok[1] in sep:
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    parts.append(cur)
+    return parts
+
+
+def _outer_group_closes_at_end(tokens: list[tuple[str, str]]) -> bool:
+    depth = 0
+    for k, tok in enumerate(tokens):
+        if tok[1] in _OPEN:
+            depth += 1
+        elif tok[1] in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return k == len(tokens) - 1
+    return False
+
+
+def _detok(tokens: list[tuple[str, str]]) -> str:
+    return " ".join(v for _, v in tokens)
+
+
+def parse_value(text: str, depth: int = 0) -> Any:
+    if depth > 8:
+        raise TooComplex("collections nested too deep")
+    if _WORD_RE.search(text):
+        raise ParseFailure("contains a word")
+    tokens = tokenize(text)
+    if not tokens:
+        raise ParseFailure("empty")
+    return _value(tokens, depth)
+
+
+# Three or more plain letters in a row (not a \command) make the answer text, not a product of variables.
+_WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+
+
+def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
+    vals = [v for _, v in tokens]
+    if vals in (["\\emptyset"], ["\\{", "\\}"], ["{", "}"]):
+        return Collection("set", [])
+    unions = _split_top(tokens, {"\\cup"})
+    if len(unions) > 1:
+        return Union([_value(p, depth + 1) for p in unions])
+    if vals[0] == "\\{" and vals[-1] == "\\}" and _outer_group_closes_at_end(tokens):
+        inner = tokens[1:-1]
+        items = [_value(p, depth + 1) for p in _split_top(inner, {","})] if inner else []
+        return Collection("set", items)
+    if vals[0] in ("(", "[") and vals[-1] in (")", "]") and _outer_group_closes_at_end(tokens):
+        parts = _split_top(tokens[1:-1], {","})
+        if len(parts) > 1:
+            return Collection("seq", [_value(p, depth + 1) for p in parts], vals[0] + vals[-1])
+    parts = _split_top(tokens, {","})
+    if len(parts) > 1:
+        return Collection("list", [_value(p, depth + 1) for p in parts])
+    if not tokens:
+        raise ParseFailure("empty item")
+    # A labelled item inside a collection: x = 1.
+    if len(tokens) > 2 and tokens[1][1] == "=" and tokens[0][0] == "letter" and "=" not in vals[2:]:
+        return Scalar(_parse_tokens(tokens[2:]), tokens[0][1])
+    rel_parts = _split_top(tokens, set(_REL) | {"="})
+    if len(rel_parts) > 1:
+        ops = [_REL.get(v, v) for v in vals if v in _REL or v == "="]
+        exprs = [_parse_tokens(p) for p in rel_parts]
+        if ">" in ops or ">=" in ops:
+            if "<" in ops or "<=" in ops:
+                raise ParseFailure("mixed relation directions")
+            exprs.reverse()
+            ops = [{">": "<", ">=": "<="}[o] for o in reversed(ops)]
+        chain: list[Any] = []
+        for k, e in enumerate(exprs):
+            if k:
+                chain.append(ops[k - 1])
+            chain.append(e)
+        return Relation(chain)
+    return Scalar(_parse_tokens(tokens))
+
+
+def _parse_tokens(tokens: list[tuple[str, str]]) -> list[Any]:
+    parser = _Parser(list(tokens))
+    node = parser.expr()
+    if parser.peek() is not None:
+        raise ParseFailure(f"unexpected {parser.peek()[1]!r}")
+    return node
+
+
+# ==================================================================================================
+# The fast exact path: canonical polynomials over Q in pi, e, i, variables and square roots.
+
+# A term key: (i_power in {0,1}, radicand (square-free positive int), ((symbol, exponent), ...) sorted)
+# where symbols include "pi" and "e". Values: dict key -> nonzero Fraction.
+Key = tuple[int, int, tuple[tuple[str, int], ...]]
+ONE_KEY: Key = (0, 1, ())
+
+
+def _const(q: Fraction) -> dict[Key, Fraction]:
+    return {ONE_KEY: q} if q else {}
+
+
+def _add(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        s = out.get(k, 0) + v
+        if s:
+            out[k] = s
+        else:
+            out.pop(k, None)
+    return out
+
+
+def _check_size(q: Fraction) -> None:
+    if q.numerator.bit_length() + q.denominator.bit_length() > MAX_BITS:
+        raise TooComplex(f"a number exceeds {MAX_BITS} bits")
+
+
+def _mul_keys(k1: Key, k2: Key) -> tuple[Fraction, Key]:
+    coef = Fraction(1)
+    i = k1[0] + k2[0]
+    if i >= 2:
+        i -= 2
+        coef = -coef
+    g = _pymath.gcd(k1[1], k2[1])
+    rad = (k1[1] // g) * (k2[1] // g)
+    coef *= g
+    syms = dict(k1[2])
+    for s, e in k2[2]:
+        syms[s] = syms.get(s, 0) + e
+        if abs(syms[s]) > MAX_EXPONENT:
+            raise TooComplex("exponent too large")
+    return coef, (i, rad, tuple(sorted((s, e) for s, e in syms.items() if e)))
+
+
+def _mul(a: dict, b: dict) -> dict:
+    if len(a) * len(b) > MAX_TERMS * 4:
+        raise TooComplex("too many terms")
+    out: dict[Key, Fraction] = {}
+    for k1, v1 in a.items():
+        for k2, v2 in b.items():
+            c, k = _mul_keys(k1, k2)
+            v = c * v1 * v2
+            _check_size(v)
+            s = out.get(k, 0) + v
+            if s:
+                out[k] = s
+            else:
+                out.pop(k, None)
+    if len(out) > MAX_TERMS:
+        raise TooComplex("too many terms")
+    return out
+
+
+def _inverse(a: dict) -> dict:
+    if not a:
+        raise ZeroDivisionError
+    if len(a) != 1:
+        raise NotAlgebraic("division by a sum")
+    (k, v), = a.items()
+    i, rad, syms = k
+    coef = 1 / v
+    if i:
+        coef = -coef  # 1/i = -i
+    coef /= rad  # 1/sqrt(r) = sqrt(r)/r
+    return {(i, rad, tuple((s, -e) for s, e in syms)): coef}
+
+
+def _squarefree_split(n: int) -> tuple[int, int]:
+    """n = outer^2 * inner with inner square-free (n <= MAX_SQRT_RADICAND)."""
+    if n > MAX_SQRT_RADICAND:
+        raise NotAlgebraic("radicand too large to factor quickly")
+    outer, inner = 1, 1
+    p = 2
+    while p * p * p <= n and p <= 10**4:
+        while n % (p * p) == 0:
+            n //= p * p
+            outer *= p
+        if n % p == 0:
+            n //= p
+            inner *= p
+        p += 1
+    # What remains has at most two prime factors (all > 10^4): it is a prime, p*q, or p^2.
+    r = _pymath.isqrt(n)
+    if r * r == n:
+        outer *= r
+    else:
+        inner *= n
+    return outer, inner
+
+
+def _sqrt_rational(q: Fraction) -> dict:
+    i = 0
+    if q < 0:
+        i, q = 1, -q
+    if q == 0:
+        return {}
+    # sqrt(p/d) = sqrt(p*d)/d
+    o, inner = _squarefree_split(q.numerator * q.denominator)
+    return {(i, inner, ()): Fraction(o, q.denominator)}
+
+
+def _as_rational(a: dict) -> Fraction | None:
+    if not a:
+        return Fraction(0)
+    if len(a) == 1 and ONE_KEY in a:
+        return a[ONE_KEY]
+    return None
+
+
+def _int_root(q: Fraction, n: int) -> Fraction | None:
+    if q < 0 and n % 2 == 0:
+        return None
+    sign = -1 if q < 0 else 1
+    q = abs(q)
+    out = []
+    for part in (q.numerator, q.denominator):
+        r = round(part ** (1.0 / n)) if part.bit_length() < 1000 else None
+        if r is None:
+            return None
+        for cand in (r - 1, r, r + 1):
+            if cand >= 0 and cand**n == part:
+                out.append(cand)
+                break
+        else:
+            return None
+    return sign * Fraction(out[0], out[1])
+
+
+def _pow(base: dict, exp: dict) -> dict:
+    e = _as_rational(exp)
+    if e is None:
+        raise NotAlgebraic("symbolic exponent")
+    if e.denominator == 1:
+        n = e.numerator
+        if abs(n) > MAX_EXPONENT:
+            raise TooComplex(f"exponent {n} exceeds {MAX_EXPONENT}")
+        b = _as_rational(base)
+        if b is not None:
+            if b == 0 and n < 0:
+                raise ZeroDivisionError
+            if b not in (0, 1, -1) and abs(n) * max(1, abs(b.numerator).bit_length() + b.denominator.bit_length()) > MAX_BITS:
+                raise TooComplex("power result too large")
+            return _const(b**n)
+        if n < 0:
+            base, n = _inverse(base), -n
+        result = _const(Fraction(1))
+        sq = base
+        while n:
+            if n & 1:
+                result = _mul(result, sq)
+            n >>= 1
+            if n:
+                sq = _mul(sq, sq)
+        return result
+    b = _as_rational(base)
+    if b is None:
+        raise NotAlgebraic("fractional power of a non-rational")
+    if e.denominator == 2:
+        return _pow(_sqrt_rational(b), _const(Fraction(e.numerator)))
+    if abs(e.denominator) <= 64:
+        root = _int_root(b, e.denominator)
+        if root is not None:
+            return _pow(_const(root), _const(Fraction(e.numerator)))
+    raise NotAlgebraic("irrational root")
+
+
+def _factorial(n: Fraction) -> Fraction:
+    if n.denominator != 1 or n < 0:
+        raise NotAlgebraic("factorial of a non-natural number")
+    if n > MAX_FACTORIAL:
+        raise TooComplex(f"factorial above {MAX_FACTORIAL}")
+    return Fraction(_pymath.factorial(int(n)))
+
+
+def algebra(node: list[Any]) -> dict:
+    """Evaluate an expression tree in the canonical algebra (raises NotAlgebraic / TooComplex)."""
+    op = node[0]
+    if op == "num":
+        return _const(Fraction(node[1]))
+    if op == "var":
+        name = node[1]
+        if name == "i":
+            return {(1, 1, ()): Fraction(1)}
+        return {(0, 1, ((name, 1),)): Fraction(1)}
+    if op == "pi":
+        return {(0, 1, (("pi", 1),)): Fraction(1)}
+    if op == "add":
+        return _add(algebra(node[1]), algebra(node[2]))
+    if op == "neg":
+        return {k: -v for k, v in algebra(node[1]).items()}
+    if op == "mul":
+        return _mul(algebra(node[1]), algebra(node[2]))
+    if op in ("div", "frac"):
+        return _mul(algebra(node[1]), _inverse(algebra(node[2])))
+    if op == "pow":
+        return _pow(algebra(node[1]), algebra(node[2]))
+    if op == "sqrt":
+        b = _as_rational(algebra(node[1]))
+        if b is None:
+            raise NotAlgebraic("square root of a non-rational")
+        return _sqrt_rational(b)
+    if op == "root":
+        n = _as_rational(algebra(node[1]))
+        if n is None or n.denominator != 1 or n <= 0:
+            raise NotAlgebraic("symbolic root index")
+        return _pow(algebra(node[2]), _const(Fraction(1, int(n))))
+    if op == "fact":
+        n = _as_rational(algebra(node[1]))
+        if n is None:
+            raise NotAlgebraic("factorial of a symbol")
+        return _const(_factorial(n))
+    if op == "binom":
+        n, k = _as_rational(algebra(node[1])), _as_rational(algebra(node[2]))
+        if n is None or k is None or n.denominator != 1 or k.denominator != 1 or n < 0 or k < 0:
+            raise NotAlgebraic("binomial of symbols")
+        if n > MAX_FACTORIAL:
+            raise TooComplex("binomial too large")
+        return _const(Fraction(_pymath.comb(int(n), int(k))))
+    if op == "abs":
+        inner = algebra(node[1])
+        q = _as_rational(inner)
+        if q is None:
+            raise NotAlgebraic("absolute value of a non-rational")
+        return _const(abs(q))
+    raise NotAlgebraic(op)
+
+
+# --------------------------------------------------------------------------------------------------
+# Bounded-complexity pre-check and numeric evaluation for the symbolic path.
+
+
+def precheck(node: list[Any], depth: int = 0) -> None:
+    """Reject trees sympy must never see: huge literal exponents / factorials, deep nesting."""
+    if depth > MAX_DEPTH:
+        raise TooComplex("nesting too deep")
+    op = node[0]
+    if op == "pow":
+        try:
+            e = _as_rational(algebra(node[2]))
+        except NotAlgebraic:
+            e = None
+        if e is not None and abs(e) > MAX_EXPONENT:
+            raise TooComplex(f"exponent {e} exceeds {MAX_EXPONENT}")
+        if e is None and node[2][0] == "pow":
+            raise TooComplex("symbolic tower of exponents")
+    if op == "fact":
+        try:
+            n = _as_rational(algebra(node[1]))
+        except NotAlgebraic:
+            n = None
+        if n is not None and n > MAX_FACTORIAL:
+            raise TooComplex("factorial too large")
+    for child in node[1:]:
+        if isinstance(child, list):
+            precheck(child, depth + 1)
+
+
+_POINTS = ("0.5377", "1.8339", "-2.2588", "0.8622", "0.3188", "-1.3077", "-0.4336", "0.3426")
+
+
+def _mp_eval(node: list[Any], env: dict[str, Any], mp: Any) -> Any:
+    op = node[0]
+    ev = lambda n: _mp_eval(n, env, mp)
+    if op == "num":
+        q = Fraction(node[1])
+        return mp.mpf(q.numerator) / q.denominator
+    if op == "var":
+        if node[1] == "e":
+            return mp.e
+        if node[1] == "i":
+            return mp.mpc(0, 1)
+        return env[node[1]]
+    if op == "pi":
+        return mp.pi
+    if op == "inf":
+        return mp.inf
+    if op == "add":
+        return ev(node[1]) + ev(node[2])
+    if op == "neg":
+        return -ev(node[1])
+    if op == "mul":
+        return ev(node[1]) * ev(node[2])
+    if op in ("div", "frac"):
+        return ev(node[1]) / ev(node[2])
+    if op == "pow":
+        return mp.power(ev(node[1]), ev(node[2]))
+    if op == "sqrt":
+        return mp.sqrt(mp.mpc(ev(node[1])))
+    if op == "root":
+        return mp.power(mp.mpc(ev(node[2])), 1 / ev(node[1]))
+    if op == "abs":
+        return abs(ev(node[1]))
+    if op == "fact":
+        return mp.factorial(ev(node[1]))
+    if op == "binom":
+        return mp.binomial(ev(node[1]), ev(node[2]))
+    if op == "log":
+        return mp.log(ev(node[2]), ev(node[1]))
+    if op == "fn":
+        name = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "ln": "log"}.get(node[1], node[1])
+        return getattr(mp, name)(mp.mpc(ev(node[2])) if name in ("log", "asin", "acos") else ev(node[2]))
+    raise NotAlgebraic(op)
+
+
+def _symbols(node: list[Any], out: set[str]) -> set[str]:
+    if node[0] == "var" and node[1] not in ("e", "i"):
+        out.add(node[1])
+    for child in node[1:]:
+        if isinstance(child, list):
+            _symbols(child, out)
+    return out
+
+
+def _numerically_different(a: list[Any], b: list[Any]) -> bool:
+    """True only when 40-digit evaluation shows a clear difference at some sample point."""
+    import mpmath
+
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    names = sorted(_symbols(a, set()) | _symbols(b, set()))
+    with mpmath.workdps(40):
+        for p in range(3 if names else 1):
+            env = {n: mpmath.mpf(_POINTS[(p * 3 + j) % len(_POINTS)]) + j for j, n in enumerate(names)}
+            try:
+                va, vb = _mp_eval(a, env, mpmath), _mp_eval(b, env, mpmath)
+            except (ZeroDivisionError, ValueError, OverflowError, NotAlgebraic, KeyError):
+                continue
+            if not (mpmath.isfinite(va) and mpmath.isfinite(vb)):
+                continue
+            scale = max(1, abs(va), abs(vb))
+            if abs(va - vb) > mpmath.mpf(10) ** -25 * scale:
+                return True
+    del mp
+    return False
+
+
+# ==================================================================================================
+# Equality
+
+
+@dataclass
+class _Ctx:
+    deadline: float
+    symbolic_timeout_s: float
+    used_symbolic: bool = False
+    timed_out: bool = False
+    too_complex: str = ""
+
+
+def _scalar_equal(a: list[Any], b: list[Any], ctx: _Ctx) -> bool:
+    inf_a, inf_b = _inf_sign(a), _inf_sign(b)
+    if inf_a or inf_b:
+        return inf_a == inf_b
+    try:
+        return algebra(a) == algebra(b)
+    except NotAlgebraic:
+        pass
+    except ZeroDivisionError:
+        return False
+    precheck(a)
+    precheck(b)
+    if _numerically_different(a, b):
+        return False
+    from rlvr_verifiers import _symbolic
+
+    ctx.used_symbolic = True
+    left = min(ctx.symbolic_timeout_s, ctx.deadline - time.monotonic())
+    if left <= 0:
+        ctx.timed_out = True
+        return False
+    result = _symbolic.pool().equal(_jsonable(a), _jsonable(b), left)
+    if result is None:
+        ctx.timed_out = True
+        return False
+    return result
+
+
+def _jsonable(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_jsonable(c) for c in node]
+    return node
+
+
+def _inf_sign(node: list[Any]) -> int:
+    if node[0] == "inf":
+        return 1
+    if node[0] == "neg" and node[1][0] == "inf":
+        return -1
+    return 0
+
+
+def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
+    if isinstance(a, Scalar) and isinstance(b, Scalar):
+        if a.label and b.label and a.label != b.label:
+            return False
+        return _scalar_equal(a.tree, b.tree, ctx)
+    if isinstance(a, Text) or isinstance(b, Text):
+        return isinstance(a, Text) and isinstance(b, Text) and a.text == b.text
+    if isinstance(a, Relation) and isinstance(b, Relation):
+        if len(a.chain) != len(b.chain):
+            return False
+        for x, y in zip(a.chain, b.chain):
+            if isinstance(x, str) or isinstance(y, str):
+                if x != y:
+                    return False
+            elif not _scalar_equal(x, y, ctx):
+                return False
+        return True
+    if isinstance(a, Union) and isinstance(b, Union):
+        return _unordered_equal(a.parts, b.parts, ctx)
+    if isinstance(a, Collection) and isinstance(b, Collection):
+        unordered = {"set", "list"}
+        if a.kind == "seq" or b.kind == "seq":
+            if a.kind != b.kind or a.brackets != b.brackets or len(a.items) != len(b.items):
+                return False
+            return all(values_equal(x, y, ctx) for x, y in zip(a.items, b.items))
+        if a.kind in unordered and b.kind in unordered:
+            ai = _dedupe(a.items, ctx) if a.kind == "set" else a.items
+            bi = _dedupe(b.items, ctx) if b.kind == "set" else b.items
+            return _unordered_equal(ai, bi, ctx)
+    return False
+
+
+def _dedupe(items: list[Any], ctx: _Ctx) -> list[Any]:
+    out: list[Any] = []
+    for it in items:
+        if not any(values_equal(it, o, ctx) for o in out):
+            out.append(it)
+    return out
+
+
+def _unordered_equal(a: list[Any], b: list[Any], ctx: _Ctx) -> bool:
+    if len(a) != len(b):
+        return False
+    remaining = list(b)
+    for x in a:
+        for k, y in enumerate(remaining):
+            if values_equal(x, y, ctx):
+                del remaining[k]
+                break
+        else:
+            return False
+    return True
+
+
+def _text_key(s: str) -> str:
+    s = _unwrap_text(s).lower()
+    s = re.sub(r"\\(?:text|mathrm)", "", s)
+    s = re.sub(r"[{}\s]+", " ", s).strip(" .,:;")
+    return s
+
+
+@dataclass
+class Answer:
+    norm: Normalized
+    value: Any = None
+    error: str = ""
+
+
+def _prepare(raw: str) -> Answer:
+    norm = normalize(raw)
+    if len(norm.text) > MAX_ANSWER_CHARS:
+        return Answer(norm, None, "too_complex")
+    try:
+        value = parse_value(norm.text)
+        if norm.label and isinstance(value, Scalar):
+            value.label = norm.label
+        return Answer(norm, value)
+    except ParseFailure:
+        return Answer(norm, Text(_text_key(norm.text)))
+    except TooComplex as exc:
+        return Answer(norm, None, f"too_complex: {exc}")
+    except RecursionError:
+        return Answer(norm, None, "too_complex: recursion")
+
+
+def _choice(s: str) -> str | None:
+    m = _CHOICE_RE.match(s.strip())
+    return m.group(1) if m else None
+
+
+def check(response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S) -> Verdict:
+    """Compare an extracted answer with a reference answer (both raw strings)."""
+    ref = _prepare(reference)
+    if not ref.norm.text:
+        from rlvr_verifiers.base import INVALID_INPUT
+
+        return Verdict(0.0, INVALID_INPUT, "empty reference answer")
+    resp_norm = normalize(response_answer)
+    letter = _choice(_unwrap_text(ref.norm.text))
+    if letter is not None:
+        m = _CHOICE_RESPONSE_RE.match(_unwrap_text(resp_norm.text).strip())
+        got = m.group(1) if m else None
+        if got == letter:
+            return Verdict(1.0, OK, f"choice {letter}")
+        return Verdict(0.0, WRONG, f"choice {got or resp_norm.text[:40]!r} != {letter}")
+    if ref.norm.unit and resp_norm.unit and ref.norm.unit != resp_norm.unit:
+        return Verdict(0.0, WRONG, f"unit {resp_norm.unit!r} != {ref.norm.unit!r}")
+    if ref.norm.label and resp_norm.label and ref.norm.label != resp_norm.label:
+        return Verdict(0.0, WRONG, f"label {resp_norm.label!r} != {ref.norm.label!r}")
+    if resp_norm.text == ref.norm.text:
+        return Verdict(1.0, OK, "identical")
+    resp = _prepare(response_answer)
+    for side in (ref, resp):
+        if side.error:
+            return Verdict(0.0, TIMEOUT, f"not evaluated: {side.error}")
+    ctx = _Ctx(time.monotonic() + timeout_s, timeout_s)
+    try:
+        equal = values_equal(resp.value, ref.value, ctx)
+    except TooComplex as exc:
+        return Verdict(0.0, TIMEOUT, f"not evaluated: too_complex: {exc}")
+    except RecursionError:
+        return Verdict(0.0, TIMEOUT, "not evaluated: too_complex: recursion")
+    metrics = {"symbolic": float(ctx.used_symbolic)}
+    if equal:
+        return Verdict(1.0, OK, "symbolic" if ctx.used_symbolic else "exact", metrics)
+    if ctx.timed_out:
+        return Verdict(0.0, TIMEOUT, f"symbolic check exceeded {timeout_s}s", metrics)
+    return Verdict(0.0, WRONG, f"{resp.norm.text[:60]!r} != {ref.norm.text[:60]!r}", metrics)
+
+
+def reference_answer(ground_truth: Any) -> str:
+    if not isinstance(ground_truth, (str, int, float)) or isinstance(ground_truth, bool):
+        raise TypeError(f"math ground truth must be a string, got {type(ground_truth).__name__}")
+    text = str(ground_truth)
+    try:
+        boxed = last_boxed(text)
+    except Unclosed:
+        raise ValueError("math ground truth has an unclosed \\boxed{")
+    return boxed if boxed is not None else text
+
+
+@register("math")
+class MathVerifier(Verifier):
+    """See the module docstring. `extra["symbolic_timeout_s"]` overrides the symbolic bound."""
+
+    name = "math"
+
+    def __init__(self, symbolic_timeout_s: float = SYMBOLIC_TIMEOUT_S) -> None:
+        self.symbolic_timeout_s = symbolic_timeout_s
+
+    def verify(self, item: Item) -> Verdict:
+        from rlvr_verifiers.base import INVALID_INPUT
+
+        try:
+            reference = reference_answer(item.ground_truth)
+        except (TypeError, ValueError) as exc:
+            return Verdict(0.0, INVALID_INPUT, str(exc))
+        if not isinstance(item.response, str):
+            return Verdict(0.0, INVALID_INPUT, f"response must be a string, got {type(item.response).__name__}")
+        try:
+            answer = extract_answer(item.response)
+        except Unclosed:
+            return Verdict(0.0, PARSE_ERROR, "last \\boxed{ is never closed")
+        if answer is None or not answer.strip():
+            return Verdict(0.0, PARSE_ERROR, "no final answer found")
+        timeout_s = float(item.extra.get("symbolic_timeout_s", self.symbolic_timeout_s)) if item.extra else self.symbolic_timeout_s
+        return check(answer, reference, timeout_s)
