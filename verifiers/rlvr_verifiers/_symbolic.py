@@ -203,9 +203,21 @@ def _to_sympy(node: list[Any], sp: Any) -> Any:
         return sp.log(args[1], args[0])
     if op == "fn":
         fn = {
-            "sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "cot": sp.cot, "sec": sp.sec, "csc": sp.csc,
-            "arcsin": sp.asin, "arccos": sp.acos, "arctan": sp.atan, "sinh": sp.sinh, "cosh": sp.cosh,
-            "tanh": sp.tanh, "ln": sp.log, "log": sp.log, "exp": sp.exp,
+            "sin": sp.sin,
+            "cos": sp.cos,
+            "tan": sp.tan,
+            "cot": sp.cot,
+            "sec": sp.sec,
+            "csc": sp.csc,
+            "arcsin": sp.asin,
+            "arccos": sp.acos,
+            "arctan": sp.atan,
+            "sinh": sp.sinh,
+            "cosh": sp.cosh,
+            "tanh": sp.tanh,
+            "ln": sp.log,
+            "log": sp.log,
+            "exp": sp.exp,
         }[node[1]]
         return fn(args[0])
     raise ValueError(f"unknown node {op!r}")

@@ -192,9 +192,9 @@ def extract_answer(text: str) -> str | None:
     if segs:
         text_only = _MATH_SEGMENT_RE.sub("", line)
         seg = next(g for g in segs[-1] if g)
-        if re.search(r"(?:\bis|\bare|\bequals|=|:)\s*$", text_only.split("$")[-1].rstrip(" .")) or not re.search(
-            r"[a-zA-Z]{2,}", text_only
-        ):
+        if re.search(
+            r"(?:\bis|\bare|\bequals|=|:)\s*$", text_only.split("$")[-1].rstrip(" .")
+        ) or not re.search(r"[a-zA-Z]{2,}", text_only):
             return seg.strip()
         if "=" in seg:
             return seg.strip()
@@ -222,7 +222,9 @@ _UNIT_TAIL_RE = re.compile(
     r"(?P<pow>\s*\^\s*\{?\d\}?)?\s*$",
     re.IGNORECASE,
 )
-_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|textup|operatorname)\s*\{")
+_TEXT_CMD_RE = re.compile(
+    r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|textup|operatorname)\s*\{"
+)
 _THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _THOUSANDS_SPACE_RE = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
 _CHOICE_RE = re.compile(r"^\(?([A-J])\)?$")
@@ -266,7 +268,17 @@ def normalize(raw: str) -> Normalized:
     s = re.sub(r"(\d)\{,\}(?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"(\d)\\,(?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"(\d)\\,(?=\d{3}(?!\d))", r"\1", s)
-    for cmd in ("\\displaystyle", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big"):
+    for cmd in (
+        "\\displaystyle",
+        "\\left",
+        "\\right",
+        "\\bigl",
+        "\\bigr",
+        "\\Bigl",
+        "\\Bigr",
+        "\\big",
+        "\\Big",
+    ):
         s = re.sub(re.escape(cmd) + r"(?![a-zA-Z])", "", s)
     s = s.replace("\\!", "")
     s = re.sub(r"\\(?:dfrac|tfrac|cfrac)(?![a-zA-Z])", r"\\frac", s)
@@ -284,14 +296,21 @@ def normalize(raw: str) -> Normalized:
     s = s.strip()
     # A trailing \text{unit} after a value.
     m = re.search(r"\\(?:text|mbox|mathrm|textrm)\s*\{([^{}]*)\}\s*(\^\s*\{?\d\}?)?\s*$", s)
-    if m and m.start() > 0 and re.search(r"[\d}).]\s*$", s[: m.start()]) and re.search(r"[a-zA-Z]", m.group(1)):
+    if (
+        m
+        and m.start() > 0
+        and re.search(r"[\d}).]\s*$", s[: m.start()])
+        and re.search(r"[a-zA-Z]", m.group(1))
+    ):
         unit = unit or _canon_unit(m.group(1) + (m.group(2) or ""))
         s = s[: m.start()].strip()
     s = _unwrap_text(s).strip()
     if s.endswith(".") and not re.search(r"\d\.$", s[-3:]) or re.search(r"[^\d]\.$", s):
         s = s[:-1].rstrip()
     m = _UNIT_TAIL_RE.match(s)
-    if m and not re.search(r"[a-zA-Z]", m.group("body").replace("\\frac", "").replace("\\sqrt", "").replace("\\pi", "")):
+    if m and not re.search(
+        r"[a-zA-Z]", m.group("body").replace("\\frac", "").replace("\\sqrt", "").replace("\\pi", "")
+    ):
         unit = unit or _canon_unit(m.group("unit") + (m.group("pow") or ""))
         s = m.group("body").strip()
     s = re.sub(r"\s+", " ", s).strip()
@@ -322,17 +341,75 @@ _TOKEN_RE = re.compile(
 )
 
 _FUNCS = {
-    "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
-    "ln", "log", "exp",
+    "sin",
+    "cos",
+    "tan",
+    "cot",
+    "sec",
+    "csc",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "ln",
+    "log",
+    "exp",
 }
 _GREEK = {
-    "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota",
-    "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi",
-    "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma", "Phi", "Psi", "Omega",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "vartheta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "upsilon",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+    "Gamma",
+    "Delta",
+    "Theta",
+    "Lambda",
+    "Xi",
+    "Sigma",
+    "Phi",
+    "Psi",
+    "Omega",
 }
-_REL = {"<": "<", ">": ">", "<=": "<=", ">=": ">=", "\\le": "<=", "\\leq": "<=", "\\ge": ">=",
-        "\\geq": ">=", "\\lt": "<", "\\gt": ">", "\\ne": "!=", "\\neq": "!=", "!=": "!=", "\\leqslant": "<=",
-        "\\geqslant": ">="}
+_REL = {
+    "<": "<",
+    ">": ">",
+    "<=": "<=",
+    ">=": ">=",
+    "\\le": "<=",
+    "\\leq": "<=",
+    "\\ge": ">=",
+    "\\geq": ">=",
+    "\\lt": "<",
+    "\\gt": ">",
+    "\\ne": "!=",
+    "\\neq": "!=",
+    "!=": "!=",
+    "\\leqslant": "<=",
+    "\\geqslant": ">=",
+}
 _OPEN = {"(", "[", "{", "\\{"}
 _CLOSE = {")", "]", "}", "\\}"}
 
@@ -358,7 +435,11 @@ def tokenize(s: str) -> list[tuple[str, str]]:
 
 def _num_node(text: str) -> list[Any]:
     if "." in text:
-        return ["num", str(Fraction(text.rstrip(".") or "0") if text.endswith(".") else Fraction(text)), "dec"]
+        return [
+            "num",
+            str(Fraction(text.rstrip(".") or "0") if text.endswith(".") else Fraction(text)),
+            "dec",
+        ]
     return ["num", text, "int"]
 
 
@@ -412,8 +493,11 @@ class _Parser:
         if kind in ("num", "letter"):
             return True
         if kind == "cmd":
-            return val[1:] in _FUNCS or val[1:] in _GREEK or val in (
-                "\\pi", "\\frac", "\\sqrt", "\\binom", "\\infty", "\\overline")
+            return (
+                val[1:] in _FUNCS
+                or val[1:] in _GREEK
+                or val in ("\\pi", "\\frac", "\\sqrt", "\\binom", "\\infty", "\\overline")
+            )
         return val in ("(", "{") or (val == "|" and False)
 
     def term(self) -> list[Any]:
@@ -427,11 +511,26 @@ class _Parser:
                 if self.peek()[0] == "num" and _ends_with_number(node):
                     raise ParseFailure("two numbers side by side")
                 rhs = self.power()
-                if (node[0] == "num" and node[2] == "int" and rhs[0] == "frac"
-                        and rhs[1][0] == "num" and rhs[1][2] == "int" and rhs[2][0] == "num" and rhs[2][2] == "int"):
+                if (
+                    node[0] == "num"
+                    and node[2] == "int"
+                    and rhs[0] == "frac"
+                    and rhs[1][0] == "num"
+                    and rhs[1][2] == "int"
+                    and rhs[2][0] == "num"
+                    and rhs[2][2] == "int"
+                ):
                     node = ["add", node, rhs]  # mixed number 2\frac{1}{2}
-                elif (node[0] == "neg" and node[1][0] == "num" and node[1][2] == "int" and rhs[0] == "frac"
-                        and rhs[1][0] == "num" and rhs[1][2] == "int" and rhs[2][0] == "num" and rhs[2][2] == "int"):
+                elif (
+                    node[0] == "neg"
+                    and node[1][0] == "num"
+                    and node[1][2] == "int"
+                    and rhs[0] == "frac"
+                    and rhs[1][0] == "num"
+                    and rhs[1][2] == "int"
+                    and rhs[2][0] == "num"
+                    and rhs[2][2] == "int"
+                ):
                     node = ["neg", ["add", node[1], rhs]]
                 else:
                     node = ["mul", node, rhs]
@@ -818,7 +917,7 @@ def _inverse(a: dict) -> dict:
         raise ZeroDivisionError
     if len(a) != 1:
         raise NotAlgebraic("division by a sum")
-    (k, v), = a.items()
+    ((k, v),) = a.items()
     i, rad, syms = k
     coef = 1 / v
     if i:
@@ -900,7 +999,10 @@ def _pow(base: dict, exp: dict) -> dict:
         if b is not None:
             if b == 0 and n < 0:
                 raise ZeroDivisionError
-            if b not in (0, 1, -1) and abs(n) * max(1, abs(b.numerator).bit_length() + b.denominator.bit_length()) > MAX_BITS:
+            if (
+                b not in (0, 1, -1)
+                and abs(n) * max(1, abs(b.numerator).bit_length() + b.denominator.bit_length()) > MAX_BITS
+            ):
                 raise TooComplex("power result too large")
             return _const(b**n)
         if n < 0:
@@ -1308,12 +1410,18 @@ class MathVerifier(Verifier):
         except (TypeError, ValueError) as exc:
             return Verdict(0.0, INVALID_INPUT, str(exc))
         if not isinstance(item.response, str):
-            return Verdict(0.0, INVALID_INPUT, f"response must be a string, got {type(item.response).__name__}")
+            return Verdict(
+                0.0, INVALID_INPUT, f"response must be a string, got {type(item.response).__name__}"
+            )
         try:
             answer = extract_answer(item.response)
         except Unclosed:
             return Verdict(0.0, PARSE_ERROR, "last \\boxed{ is never closed")
         if answer is None or not answer.strip():
             return Verdict(0.0, PARSE_ERROR, "no final answer found")
-        timeout_s = float(item.extra.get("symbolic_timeout_s", self.symbolic_timeout_s)) if item.extra else self.symbolic_timeout_s
+        timeout_s = (
+            float(item.extra.get("symbolic_timeout_s", self.symbolic_timeout_s))
+            if item.extra
+            else self.symbolic_timeout_s
+        )
         return check(answer, reference, timeout_s)
