@@ -1,0 +1,281 @@
+"""The verifier pool on a real local Ray: every item scored, in order, within a hard bound, through actor
+deaths, hangs and verifier bugs; metrics that count what happened.
+
+The Ray head is started by this module (own temp dir, no dashboard, random ports) and shut down after;
+nothing here stops a Ray it did not start.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
+from rlvr_verifiers.pool import PoolConfig, PoolError, VerifierPool, _percentile
+
+HERE = Path(__file__).resolve().parent
+TEST_VERIFIERS = "pool_test_verifiers"  # module in this folder, imported by the actors
+
+
+# ---------------------------------------------------------------------------------------------------
+# Without Ray
+
+
+def test_config_rejects_nonsense_with_a_message_naming_the_field():
+    with pytest.raises(PoolError, match="items_per_call=0"):
+        PoolConfig(items_per_call=0)
+    with pytest.raises(PoolError, match="num_actors=0"):
+        PoolConfig(num_actors=0)
+
+
+def test_config_from_mapping_rejects_unknown_keys_instead_of_ignoring_them():
+    with pytest.raises(PoolError, match="num_actor"):
+        PoolConfig.from_mapping({"num_actor": 3})
+    cfg = PoolConfig.from_mapping({"num_actors": 3, "preload": ["code"]})
+    assert cfg.num_actors == 3 and cfg.preload == ("code",)
+
+
+def test_every_config_field_has_help_text():
+    from dataclasses import fields
+
+    assert all(f.metadata.get("help") for f in fields(PoolConfig))
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(v) for v in range(1, 101)]
+    assert _percentile(values, 50) == 50.0
+    assert _percentile(values, 99) == 99.0
+    assert _percentile([3.0], 99) == 3.0
+    assert _percentile([], 50) == 0.0
+
+
+def test_pool_refuses_to_start_without_ray():
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("Ray already initialised in this process")
+    with pytest.raises(PoolError, match="ray.init"):
+        VerifierPool(PoolConfig())
+
+
+# ---------------------------------------------------------------------------------------------------
+# On a real local Ray
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("another test left Ray initialised in this process")
+    old_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), old_path) if p)
+    temp_dir = tempfile.mkdtemp(prefix="rlvr-pool-", dir="/tmp")
+    ray.init(
+        num_cpus=4,
+        resources={"rlvr_verifier": 8},
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        log_to_driver=False,
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        if old_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old_path
+
+
+def make_pool(name: str, **overrides) -> VerifierPool:
+    settings = {
+        "name": name,
+        "num_actors": 2,
+        "cpus_per_actor": 1,
+        "items_per_call": 4,
+        "item_timeout_s": 5.0,
+        "batch_timeout_s": 60.0,
+        "imports": (TEST_VERIFIERS,),
+        "call_overhead_s": 0.5,
+    }
+    settings.update(overrides)
+    return VerifierPool(PoolConfig(**settings))
+
+
+def echo_items(values):
+    return [Item(response=str(v), ground_truth=gt) for v, gt in values]
+
+
+@pytest.mark.slow
+def test_every_item_is_scored_in_input_order_with_batched_calls(local_ray):
+    pool = make_pool("t-order", items_per_call=8)
+    try:
+        values, expected = [], []
+        for i in range(203):
+            if i % 3 == 0:
+                values.append((i, i)), expected.append(OK)
+            elif i % 3 == 1:
+                values.append((i, i + 1)), expected.append(WRONG)
+            else:
+                values.append((f"x{i}", i)), expected.append(PARSE_ERROR)
+        result = pool.verify("pool_test_echo", echo_items(values))
+        assert [v.status for v in result.verdicts] == expected
+        assert [v.score for v in result.verdicts] == [1.0 if s == OK else 0.0 for s in expected]
+        m = result.metrics["pool_test_echo"]
+        assert m.count == 203
+        assert m.statuses[OK] == 68 and m.statuses[WRONG] == 68 and m.statuses[PARSE_ERROR] == 67
+        assert m.pass_rate == pytest.approx(68 / 203)
+        assert m.calls == math.ceil(203 / 8)  # batched: never one item per call
+        assert len(m.latencies_s) == 203 and min(m.latencies_s) > 0
+        flat = result.flat_metrics()
+        assert flat["rlvr/pool_test_echo/parse_failures"] == 67.0
+        assert flat["rlvr/pool_test_echo/status/wrong"] == 68.0
+        assert flat["rlvr/pool_test_echo/latency_p99_ms"] >= flat["rlvr/pool_test_echo/latency_p50_ms"] > 0
+        assert result.actor_restarts == 0
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_killing_an_actor_mid_batch_still_scores_every_item(local_ray):
+    ray = local_ray
+    pool = make_pool("t-kill", items_per_call=2)
+    try:
+        victim = pool.actor_handles()[0]
+        items = echo_items([(f"sleep:0.05:{i}", i) for i in range(64)])  # ~1.6 s of work on 2 actors
+        killer = threading.Timer(0.4, lambda: ray.kill(victim))
+        killer.start()
+        result = pool.verify("pool_test_echo", items)
+        killer.join()
+        assert [v.status for v in result.verdicts] == [OK] * 64
+        assert [v.score for v in result.verdicts] == [1.0] * 64
+        assert result.actor_restarts >= 1
+        assert result.metrics["pool_test_echo"].retries >= 1
+        # The pool has recreated the actor: both members answer, and the next batch is clean.
+        handles = pool.actor_handles()
+        assert victim not in handles
+        pids = ray.get([h.ready.remote() for h in handles], timeout=60)
+        assert len(set(pids)) == 2
+        again = pool.verify("pool_test_echo", echo_items([(i, i) for i in range(20)]))
+        assert [v.status for v in again.verdicts] == [OK] * 20 and again.actor_restarts == 0
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_hanging_item_gets_timeout_within_its_bound_and_its_chunk_mates_are_scored(local_ray):
+    pool = make_pool("t-hang", item_timeout_s=1.0, batch_timeout_s=30.0)
+    try:
+        values = [(i, i) for i in range(16)]
+        values[5] = ("hang", 5)
+        start = time.monotonic()
+        result = pool.verify("pool_test_echo", echo_items(values))
+        elapsed = time.monotonic() - start
+        statuses = [v.status for v in result.verdicts]
+        assert statuses[5] == TIMEOUT and result.verdicts[5].score == 0.0
+        assert statuses[:5] + statuses[6:] == [OK] * 15
+        assert elapsed < 30.0  # the bound: far below the hour the item would sleep
+        m = result.metrics["pool_test_echo"]
+        assert m.statuses[TIMEOUT] == 1
+        assert result.flat_metrics()["rlvr/pool_test_echo/timeouts"] == 1.0
+        assert result.actor_restarts >= 1  # the wedged actor was replaced
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_batch_deadline_is_hard_even_when_every_actor_hangs(local_ray):
+    pool = make_pool("t-deadline", items_per_call=1, item_timeout_s=600.0, batch_timeout_s=3.0)
+    try:
+        values = [("hang", 0), ("hang", 1)] + [(i, i) for i in range(2, 8)]
+        start = time.monotonic()
+        result = pool.verify("pool_test_echo", echo_items(values))
+        elapsed = time.monotonic() - start
+        assert elapsed < 3.0 + 2.0
+        assert len(result.verdicts) == 8
+        assert [v.status for v in result.verdicts[:2]] == [TIMEOUT, TIMEOUT]
+        # Items queued behind the hung actors never ran: explicit timeouts, counted, never missing.
+        assert all(v.status in (TIMEOUT, OK) for v in result.verdicts)
+        assert result.metrics["pool_test_echo"].statuses[TIMEOUT] == sum(
+            v.status == TIMEOUT for v in result.verdicts
+        )
+        assert any("batch deadline" in v.detail for v in result.verdicts)
+        # The hung actors were restarted: the next batch is not stuck behind them.
+        again = pool.verify("pool_test_echo", echo_items([(i, i) for i in range(6)]))
+        assert [v.status for v in again.verdicts] == [OK] * 6
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_an_item_that_kills_every_actor_it_touches_gets_sandbox_error(local_ray):
+    pool = make_pool("t-poison", max_retries=2)
+    try:
+        values = [(i, i) for i in range(12)]
+        values[7] = ("crash", 7)
+        result = pool.verify("pool_test_echo", echo_items(values))
+        assert result.verdicts[7].status == SANDBOX_ERROR and "died" in result.verdicts[7].detail
+        assert [v.status for i, v in enumerate(result.verdicts) if i != 7] == [OK] * 11
+        assert result.flat_metrics()["rlvr/pool_test_echo/sandbox_errors"] == 1.0
+        assert result.actor_restarts == 3  # the chunk once, then the item alone twice
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_a_verifier_that_raises_costs_only_its_own_item(local_ray):
+    pool = make_pool("t-raise")
+    try:
+        values = [(i, i) for i in range(8)]
+        values[2] = ("raise", 2)
+        result = pool.verify("pool_test_echo", echo_items(values))
+        assert result.verdicts[2].status == SANDBOX_ERROR and "deliberate" in result.verdicts[2].detail
+        assert [v.status for i, v in enumerate(result.verdicts) if i != 2] == [OK] * 7
+        assert result.actor_restarts == 0
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_unknown_verifier_and_mixed_batches_keep_per_verifier_metrics_apart(local_ray):
+    pool = make_pool("t-mixed")
+    try:
+        items = echo_items([(1, 1), (2, 3), (3, 3)])
+        result = pool.verify(["pool_test_echo", "no_such_verifier", "pool_test_echo"], items)
+        assert [v.status for v in result.verdicts] == [OK, INVALID_INPUT, OK]
+        assert "no_such_verifier" in result.verdicts[1].detail
+        assert result.metrics["pool_test_echo"].count == 2
+        assert result.metrics["no_such_verifier"].statuses[INVALID_INPUT] == 1
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_pool_without_the_custom_resource_fails_clearly_unless_configured_for_local(local_ray):
+    with pytest.raises(PoolError, match="rlvr_absent_resource.*resource_name=''"):
+        make_pool("t-res", resource_name="rlvr_absent_resource")
+    pool = make_pool("t-nores", resource_name="")  # local fallback: CPUs alone
+    try:
+        result = pool.verify("pool_test_echo", echo_items([(4, 4)]))
+        assert result.verdicts[0].status == OK
+    finally:
+        pool.shutdown()
+
+
+@pytest.mark.slow
+def test_two_clients_with_the_same_name_share_the_actors(local_ray):
+    first = make_pool("t-shared")
+    try:
+        second = make_pool("t-shared")
+        ids = lambda pool: [h._actor_id for h in pool.actor_handles()]
+        assert ids(first) == ids(second)
+        result = second.verify("pool_test_echo", echo_items([(1, 1)]))
+        assert result.verdicts[0].status == OK
+    finally:
+        first.shutdown()

@@ -1,0 +1,723 @@
+"""The verifier pool: Ray actors that score batches of responses with a hard bound on time.
+
+    pool = VerifierPool(PoolConfig(num_actors=4))
+    result = pool.verify(["math", "code", ...], [Item(...), ...])   # one verifier name per item
+    result.verdicts      # one Verdict per item, in input order, always
+    result.metrics       # per verifier: latency p50/p99, counts per status, pass rate, ...
+
+What it guarantees
+- Every item gets a verdict: a score, or an explicit failure status (`timeout`, `sandbox_error`,
+  `invalid_input`) that is counted in the metrics. No item is ever missing, and `verify` never hangs:
+  items not finished when `batch_timeout_s` runs out get status `timeout`.
+- Order is preserved: `verdicts[i]` belongs to `items[i]`.
+- Calls are batched: a batch is cut into chunks of `items_per_call` items of one verifier (a Ray call
+  costs about 0.8 ms, so one item per call wastes most of the time in round trips).
+- Backpressure: at most `max_in_flight_per_actor` calls are queued on one actor; the rest wait on the
+  driver, so a slow verifier cannot pile up unbounded work in actor mailboxes.
+- Per-item timeout: a call gets `item_timeout_s` per item it carries (counting the items queued ahead of
+  it on the same actor). A call that overruns marks its actor as wedged: the actor is killed and
+  restarted, and the call's items are retried one item per call on the other actors, so the item that
+  hangs is found and gets `timeout` while its chunk mates are still scored.
+- Actor death (`ray.kill`, OOM, a segfaulting verifier): the calls on it are resubmitted to a live actor
+  and the actor is recreated. A chunk whose actor died once is retried whole, then item by item; an item
+  that kills `max_retries + 1` actors gets `sandbox_error` (a poison input cannot stall training).
+
+Placement: every actor asks for `cpus_per_actor` CPUs AND `resource_per_actor` of the custom resource
+`resource_name` (default `rlvr_verifier`). On a cluster, CPU verifier nodes advertise that resource
+(`ray start --resources='{"rlvr_verifier": 64}'`, or `rayStartParams.resources` in a KubeRay worker
+group) and GPU trainer nodes do not, so verifiers never land on trainers. Locally, start Ray with the
+resource declared, `ray.init(resources={"rlvr_verifier": N})` with N >= num_actors * resource_per_actor
+(`rlvr score` and rlvr's local runs do this), or set `resource_name=""` to place actors on CPUs alone.
+
+The actors look verifiers up in `rlvr_verifiers.registry` inside their own process; `imports` names extra
+modules each actor imports first, so user verifiers registered there are available. An actor loads the
+verifiers named in `preload` when it starts, while its process is still small: the `code` verifier's
+pre-forked sandbox workers are started then, owned by the actor, and fork their job processes themselves
+(never from this actor).
+
+Actors are named `{name}-{i}` in the current Ray namespace and created with get-if-exists, so every
+process of a job (verl's reward-loop workers, say) that builds a pool with the same `name` shares the
+same actors.
+
+Not covered here: isolation of the code under test (rlvr_verifiers.sandbox) and the correctness of any
+verifier (its own module).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+from rlvr_verifiers.base import (
+    INVALID_INPUT,
+    OK,
+    PARSE_ERROR,
+    SANDBOX_ERROR,
+    STATUSES,
+    TIMEOUT,
+    Item,
+    Verdict,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RESOURCE = "rlvr_verifier"
+
+
+class PoolError(Exception):
+    """The pool cannot run as configured (the message names the problem and the fix)."""
+
+
+@dataclass
+class PoolConfig:
+    """How the verifier pool is sized, placed and bounded. Every field has help text."""
+
+    name: str = field(
+        default="rlvr_verifier_pool",
+        metadata={"help": "Actor name prefix; processes using the same name share the same actors."},
+    )
+    num_actors: int = field(default=2, metadata={"help": "Number of verifier actors."})
+    cpus_per_actor: float = field(
+        default=1.0,
+        metadata={"help": "CPUs each actor reserves (its sandbox workers run inside this share)."},
+    )
+    resource_name: str = field(
+        default=DEFAULT_RESOURCE,
+        metadata={
+            "help": "Custom Ray resource each actor asks for; CPU verifier nodes advertise it, GPU trainer "
+            "nodes do not. Empty string: no custom resource (local runs only)."
+        },
+    )
+    resource_per_actor: float = field(
+        default=1.0, metadata={"help": "Amount of `resource_name` each actor asks for."}
+    )
+    items_per_call: int = field(
+        default=8, metadata={"help": "Items per actor call (a Ray round trip costs about 0.8 ms)."}
+    )
+    max_in_flight_per_actor: int = field(
+        default=2, metadata={"help": "Backpressure: calls queued on one actor at most."}
+    )
+    item_timeout_s: float = field(
+        default=30.0,
+        metadata={"help": "Seconds one item may take inside an actor before it is declared `timeout`."},
+    )
+    batch_timeout_s: float = field(
+        default=300.0,
+        metadata={"help": "Hard bound on one verify() call; unfinished items get `timeout`."},
+    )
+    max_retries: int = field(
+        default=2, metadata={"help": "Resubmissions of an item after its actor died, then `sandbox_error`."}
+    )
+    call_overhead_s: float = field(
+        default=1.0, metadata={"help": "Slack added to every call's deadline for transport and scheduling."}
+    )
+    start_timeout_s: float = field(
+        default=120.0, metadata={"help": "Seconds to wait for the actors to start before failing clearly."}
+    )
+    require_resource: bool = field(
+        default=True,
+        metadata={
+            "help": "Fail at start when no node advertises `resource_name` (set false on an autoscaling "
+            "cluster that adds verifier nodes on demand)."
+        },
+    )
+    preload: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "Verifiers each actor loads at start (e.g. code: starts its sandbox workers)."},
+    )
+    imports: tuple[str, ...] = field(
+        default=(), metadata={"help": "Modules each actor imports first (to register user verifiers)."}
+    )
+    namespace: str | None = field(
+        default=None, metadata={"help": "Ray namespace of the actors; None: the current job's namespace."}
+    )
+
+    def __post_init__(self) -> None:
+        self.preload = tuple(self.preload)
+        self.imports = tuple(self.imports)
+        problems = []
+        if self.num_actors < 1:
+            problems.append(f"num_actors={self.num_actors} (need >= 1)")
+        if self.items_per_call < 1:
+            problems.append(f"items_per_call={self.items_per_call} (need >= 1)")
+        if self.max_in_flight_per_actor < 1:
+            problems.append(f"max_in_flight_per_actor={self.max_in_flight_per_actor} (need >= 1)")
+        if self.cpus_per_actor < 0 or self.resource_per_actor < 0:
+            problems.append("cpus_per_actor and resource_per_actor must be >= 0")
+        if not (self.item_timeout_s > 0 and self.batch_timeout_s > 0):
+            problems.append("item_timeout_s and batch_timeout_s must be > 0")
+        if self.max_retries < 0:
+            problems.append(f"max_retries={self.max_retries} (need >= 0)")
+        if problems:
+            raise PoolError("invalid PoolConfig: " + "; ".join(problems))
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any] | None) -> PoolConfig:
+        """Build from a plain mapping (a Hydra/OmegaConf node); unknown keys are an error, not ignored."""
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise PoolError(f"unknown pool setting(s) {unknown}; known: {sorted(known)}")
+        for key in ("preload", "imports"):
+            if key in values and values[key] is not None:
+                values[key] = tuple(values[key])
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The actor
+
+
+class VerifierActor:
+    """One pool member: looks verifiers up in its own process and runs chunks of one verifier."""
+
+    def __init__(self, imports: Sequence[str], preload: Sequence[str]) -> None:
+        for module in imports:
+            importlib.import_module(module)
+        from rlvr_verifiers import registry
+
+        self._registry = registry
+        for name in preload:
+            registry.get(name)
+            warm = getattr(registry.get(name), "warm_up", None)
+            if callable(warm):
+                warm()
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def isolation_report(self, name: str) -> Any:
+        """What the verifier says about its isolation (the code sandbox's layers), or None."""
+        try:
+            verifier = self._registry.get(name)
+        except KeyError:
+            return None
+        report = getattr(verifier, "isolation_report", None)
+        return report() if callable(report) else report
+
+    def verify_chunk(self, name: str, items: list[Item]) -> list[Verdict]:
+        try:
+            verifier = self._registry.get(name)
+        except KeyError as e:
+            return [Verdict(0.0, INVALID_INPUT, _short(str(e).strip("'\""))) for _ in items]
+        try:
+            verdicts = verifier.verify_batch(items)
+            if (
+                isinstance(verdicts, list)
+                and len(verdicts) == len(items)
+                and all(isinstance(v, Verdict) for v in verdicts)
+            ):
+                return verdicts
+            problem = f"verify_batch returned {type(verdicts).__name__} of wrong length or type"
+        except Exception as e:  # noqa: BLE001 - a verifier bug must not take its chunk mates down
+            problem = f"verify_batch raised {type(e).__name__}: {e}"
+        logger.warning("verifier %s: %s; verifying item by item", name, problem)
+        out = []
+        for item in items:
+            try:
+                (verdict,) = verifier.verify_batch([item])
+                if not isinstance(verdict, Verdict):
+                    raise TypeError(f"returned {type(verdict).__name__}, not Verdict")
+            except Exception as e:  # noqa: BLE001 - any verifier failure becomes a counted sandbox_error
+                verdict = Verdict(
+                    0.0, SANDBOX_ERROR, _short(f"verifier {name} failed: {type(e).__name__}: {e}")
+                )
+            out.append(verdict)
+        return out
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------------
+# Metrics
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in [0, 100]); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+@dataclass
+class VerifierMetrics:
+    """One verifier's figures for one batch."""
+
+    count: int = 0
+    statuses: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
+    score_sum: float = 0.0
+    latencies_s: list[float] = field(default_factory=list, repr=False)
+    retries: int = 0  # chunk resubmissions after an actor died or wedged
+    calls: int = 0  # actor calls made (items / calls = the batching actually achieved)
+
+    @property
+    def pass_rate(self) -> float:
+        return self.statuses[OK] / self.count if self.count else 0.0
+
+    @property
+    def mean_score(self) -> float:
+        return self.score_sum / self.count if self.count else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        out: dict[str, float] = {
+            "count": float(self.count),
+            "pass_rate": self.pass_rate,
+            "mean_score": self.mean_score,
+            "latency_p50_ms": 1000.0 * _percentile(self.latencies_s, 50),
+            "latency_p99_ms": 1000.0 * _percentile(self.latencies_s, 99),
+            "timeouts": float(self.statuses[TIMEOUT]),
+            "parse_failures": float(self.statuses[PARSE_ERROR]),
+            "sandbox_errors": float(self.statuses[SANDBOX_ERROR]),
+            "invalid_inputs": float(self.statuses[INVALID_INPUT]),
+            "retries": float(self.retries),
+            "calls": float(self.calls),
+        }
+        for status, n in self.statuses.items():
+            out[f"status/{status}"] = float(n)
+        return out
+
+
+@dataclass
+class PoolResult:
+    verdicts: list[Verdict]
+    metrics: dict[str, VerifierMetrics]
+    wall_s: float
+    actor_restarts: int
+    isolation: dict[str, Any] = field(default_factory=dict)  # verifier -> its sandbox isolation report
+
+    def flat_metrics(self, prefix: str = "rlvr") -> dict[str, float]:
+        """`{prefix}/{verifier}/{metric}: value`, plus pool-wide figures, ready for a metrics logger."""
+        out = {
+            f"{prefix}/pool/wall_s": self.wall_s,
+            f"{prefix}/pool/actor_restarts": float(self.actor_restarts),
+        }
+        for verifier, m in sorted(self.metrics.items()):
+            for key, value in m.as_dict().items():
+                out[f"{prefix}/{verifier}/{key}"] = value
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# The driver side
+
+
+@dataclass
+class _Work:
+    verifier: str
+    indices: list[int]
+    attempts: int = 0  # actor deaths this work has seen
+    split: bool = False  # already retried item by item after a wedge or a second death
+
+
+@dataclass
+class _Slot:
+    index: int
+    name: str
+    handle: Any = None
+    ready_ref: Any = None  # ObjectRef of ready(); None once ready
+    in_flight: int = 0
+    queued_items: int = 0
+    dead_id: Any = None  # actor id of a handle known dead; the slot is revived when the name is free
+
+
+@dataclass
+class _Call:
+    work: _Work
+    slot: _Slot
+    submitted: float
+    deadline: float
+    handle: Any
+
+
+class VerifierPool:
+    """Client of a set of named verifier actors; thread-safe, one instance per process is enough."""
+
+    def __init__(self, config: PoolConfig | None = None, *, start: bool = True) -> None:
+        self.config = config or PoolConfig()
+        self._lock = threading.Condition(threading.RLock())
+        self._slots = [_Slot(i, f"{self.config.name}-{i}") for i in range(self.config.num_actors)]
+        self._restarts = 0
+        self._isolation: dict[str, Any] = {}  # verifier -> its report (None: it has none)
+        self._isolation_asked: dict[str, tuple[Any, float]] = {}  # verifier -> (ObjectRef, when asked)
+        self._actor_cls = None
+        if start:
+            self.start()
+
+    # -- actors --------------------------------------------------------------------------------------
+
+    def _options(self, slot: _Slot) -> dict[str, Any]:
+        cfg = self.config
+        opts: dict[str, Any] = {
+            "name": slot.name,
+            "get_if_exists": True,
+            "num_cpus": cfg.cpus_per_actor,
+            "max_restarts": 0,  # the pool restarts actors itself, and resubmits their work
+            "max_concurrency": 1,
+        }
+        if cfg.namespace is not None:
+            opts["namespace"] = cfg.namespace
+        if cfg.resource_name:
+            opts["resources"] = {cfg.resource_name: cfg.resource_per_actor}
+        return opts
+
+    def _create(self, slot: _Slot) -> None:
+        if self._actor_cls is None:
+            self._actor_cls = ray.remote(VerifierActor)
+        slot.handle = self._actor_cls.options(**self._options(slot)).remote(
+            list(self.config.imports), list(self.config.preload)
+        )
+        slot.ready_ref = slot.handle.ready.remote()
+        slot.dead_id = None
+
+    def _check_resources(self) -> None:
+        cfg = self.config
+        if not cfg.resource_name or not cfg.require_resource:
+            return
+        total = ray.cluster_resources().get(cfg.resource_name, 0.0)
+        need = cfg.resource_per_actor * cfg.num_actors
+        if total < need:
+            raise PoolError(
+                f"the Ray cluster advertises {total:g} of resource {cfg.resource_name!r} but the pool needs "
+                f"{need:g} ({cfg.num_actors} actors x {cfg.resource_per_actor:g}): start verifier nodes with "
+                f"`ray start --resources='{{\"{cfg.resource_name}\": {math.ceil(need)}}}'` (locally "
+                f"ray.init(resources={{'{cfg.resource_name}': {math.ceil(need)}}})), lower num_actors, "
+                "or for a local run set resource_name='' to place actors on CPUs alone"
+            )
+
+    def start(self) -> None:
+        """Create (or attach to) the actors and wait until they answer; PoolError if they cannot start."""
+        if not ray.is_initialized():
+            raise PoolError("Ray is not initialised: call ray.init() (or use `rlvr score`) before the pool")
+        self._check_resources()
+        with self._lock:
+            for slot in self._slots:
+                if slot.handle is None:
+                    self._create(slot)
+            refs = [s.ready_ref for s in self._slots if s.ready_ref is not None]
+        try:
+            ray.get(refs, timeout=self.config.start_timeout_s)
+        except GetTimeoutError:
+            raise PoolError(
+                f"verifier actors did not start within {self.config.start_timeout_s:g}s: the cluster lacks "
+                f"free CPUs ({self.config.cpus_per_actor:g} per actor) or resource "
+                f"{self.config.resource_name!r}; check `ray status`"
+            ) from None
+        except RayError as e:
+            raise PoolError(f"verifier actors failed to start: {e}") from e
+        with self._lock:
+            for slot in self._slots:
+                slot.ready_ref = None
+
+    def actor_handles(self) -> list[Any]:
+        with self._lock:
+            return [s.handle for s in self._slots]
+
+    def _mark_dead(self, slot: _Slot, handle: Any, kill: bool) -> None:
+        """The actor behind `handle` is dead or wedged: forget it (killing it first if asked)."""
+        with self._lock:
+            if slot.handle is not handle:
+                return  # already replaced
+            if kill:
+                _kill(handle)
+            slot.dead_id = handle._actor_id  # private: ActorHandle has no public id accessor (ray 2.60)
+            slot.handle = None
+            slot.ready_ref = None
+            slot.in_flight = 0
+            slot.queued_items = 0
+            self._restarts += 1
+            self._lock.notify_all()
+
+    def _revive(self) -> None:
+        """Recreate dead actors whose name Ray has released, or adopt one another process recreated."""
+        with self._lock:
+            for slot in self._slots:
+                if slot.handle is not None:
+                    continue
+                try:
+                    existing = ray.get_actor(slot.name, namespace=self.config.namespace)
+                except ValueError:
+                    existing = None
+                if existing is not None and existing._actor_id == slot.dead_id:
+                    continue  # the dead actor still holds the name; try again next round
+                if existing is not None:
+                    slot.handle, slot.ready_ref, slot.dead_id = existing, existing.ready.remote(), None
+                else:
+                    self._create(slot)
+
+    def _free_slot(self) -> _Slot | None:
+        with self._lock:
+            best = None
+            for slot in self._slots:
+                if slot.handle is None or slot.in_flight >= self.config.max_in_flight_per_actor:
+                    continue
+                if slot.ready_ref is not None:
+                    done, _ = ray.wait([slot.ready_ref], timeout=0)
+                    if not done:
+                        continue
+                    try:
+                        ray.get(done[0])
+                    except RayError:
+                        self._mark_dead(slot, slot.handle, kill=False)
+                        continue
+                    slot.ready_ref = None
+                if best is None or slot.in_flight < best.in_flight:
+                    best = slot
+            return best
+
+    # -- verification --------------------------------------------------------------------------------
+
+    def verify(self, verifiers: str | Sequence[str], items: Sequence[Item]) -> PoolResult:
+        """Verify `items[i]` with verifier `verifiers[i]` (or one name for all); never raises on items."""
+        start = time.monotonic()
+        items = list(items)
+        names = [verifiers] * len(items) if isinstance(verifiers, str) else list(verifiers)
+        if len(names) != len(items):
+            raise ValueError(f"{len(names)} verifier names for {len(items)} items: give one per item")
+        cfg = self.config
+        batch_deadline = start + cfg.batch_timeout_s
+        verdicts: list[Verdict | None] = [None] * len(items)
+        latencies: list[float | None] = [None] * len(items)
+        metrics: dict[str, VerifierMetrics] = {name: VerifierMetrics() for name in dict.fromkeys(names)}
+        restarts_before = self._restarts
+
+        pending: deque[_Work] = deque()
+        by_verifier: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            by_verifier.setdefault(name, []).append(i)
+        for name, idx in by_verifier.items():
+            for k in range(0, len(idx), cfg.items_per_call):
+                pending.append(_Work(name, idx[k : k + cfg.items_per_call]))
+        in_flight: dict[Any, _Call] = {}
+
+        def settle(work: _Work, status: str, detail: str, latency: float | None) -> None:
+            for i in work.indices:
+                verdicts[i] = Verdict(0.0, status, detail)
+                latencies[i] = latency
+
+        def requeue(work: _Work, died: bool) -> None:
+            """Work whose actor died (`died`) or was killed for overrunning (not `died`)."""
+            metrics[work.verifier].retries += 1
+            attempts = work.attempts + (1 if died else 0)
+            if died and attempts > cfg.max_retries:
+                settle(work, SANDBOX_ERROR, f"verifier actor died {attempts} times on this item", None)
+                return
+            # First death: retry the chunk whole elsewhere. A wedge, or a second death: item by item, so
+            # one bad item cannot take its chunk mates down again.
+            if len(work.indices) > 1 and (not died or attempts > 1 or work.split):
+                for i in work.indices:
+                    pending.appendleft(_Work(work.verifier, [i], attempts, split=True))
+            else:
+                pending.appendleft(_Work(work.verifier, work.indices, attempts, split=work.split))
+
+        def release(call: _Call) -> None:
+            with self._lock:
+                if call.slot.handle is call.handle:
+                    call.slot.in_flight -= 1
+                    call.slot.queued_items -= len(call.work.indices)
+                self._lock.notify_all()
+
+        while pending or in_flight:
+            now = time.monotonic()
+            if now >= batch_deadline:
+                break
+            # Dispatch as much as backpressure allows.
+            self._revive()
+            while pending:
+                slot = self._free_slot()
+                if slot is None:
+                    break
+                work = pending.popleft()
+                with self._lock:
+                    handle = slot.handle
+                    slot.in_flight += 1
+                    slot.queued_items += len(work.indices)
+                    ahead_and_own = slot.queued_items
+                chunk = [items[i] for i in work.indices]
+                ref = handle.verify_chunk.remote(work.verifier, chunk)
+                metrics[work.verifier].calls += 1
+                deadline = now + cfg.item_timeout_s * ahead_and_own + cfg.call_overhead_s
+                in_flight[ref] = _Call(work, slot, now, deadline, handle)
+            # Wait for a result, a call deadline, or (nothing of ours in flight) a slot to free up.
+            if in_flight:
+                next_deadline = min(min(c.deadline for c in in_flight.values()), batch_deadline)
+                wait_s = max(0.0, min(next_deadline - time.monotonic(), 0.5 if pending else 1e9))
+                refs = list(in_flight)
+                ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+                if ready:  # collect everything else already done, without waiting
+                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            else:
+                with self._lock:
+                    self._lock.wait(timeout=min(0.05, max(0.0, batch_deadline - time.monotonic())))
+                continue
+            done_at = time.monotonic()
+            for ref in ready:
+                call = in_flight.pop(ref, None)
+                if call is None:  # taken back already, with a dead actor's other calls
+                    continue
+                release(call)
+                try:
+                    chunk_verdicts = ray.get(ref)
+                except RayActorError:
+                    self._mark_dead(call.slot, call.handle, kill=False)
+                    # Only the call the actor was running is to blame: the oldest one we sent it (calls run
+                    # in order on an actor). Calls queued behind it go back unpunished.
+                    same = [(r, c) for r, c in in_flight.items() if c.handle is call.handle]
+                    for r, _ in same:
+                        del in_flight[r]
+                    victims = sorted([call] + [c for _, c in same], key=lambda c: c.submitted)
+                    requeue(victims[0].work, died=True)
+                    for other in victims[1:]:
+                        pending.appendleft(other.work)
+                    continue
+                except RayError as e:  # the actor method itself failed (it catches verifier errors)
+                    settle(call.work, SANDBOX_ERROR, _short(f"pool call failed: {type(e).__name__}"), None)
+                    continue
+                for i, verdict in zip(call.work.indices, chunk_verdicts):
+                    verdicts[i] = verdict
+                    latencies[i] = done_at - call.submitted
+            # Calls past their deadline: the actor is wedged. Kill it; its other calls go back unpunished.
+            now = time.monotonic()
+            for ref, call in list(in_flight.items()):
+                if call.deadline > now or ref not in in_flight:
+                    continue
+                wedged = call.handle
+                self._mark_dead(call.slot, wedged, kill=True)
+                for other_ref, other in list(in_flight.items()):
+                    if other.handle is not wedged:
+                        continue
+                    del in_flight[other_ref]
+                    if other is call and len(call.work.indices) == 1:
+                        settle(
+                            call.work,
+                            TIMEOUT,
+                            f"no verdict within {cfg.item_timeout_s:g}s",
+                            now - call.submitted,
+                        )
+                    elif other is call:
+                        requeue(other.work, died=False)
+                    else:
+                        pending.appendleft(other.work)
+
+        # The hard bound: whatever is left is a timeout, and actors still busy with it are restarted so
+        # the next batch does not queue behind a hung item.
+        now = time.monotonic()
+        for call in in_flight.values():
+            settle(
+                call.work, TIMEOUT, f"batch deadline {cfg.batch_timeout_s:g}s reached", now - call.submitted
+            )
+            self._mark_dead(call.slot, call.handle, kill=True)
+        for work in pending:
+            settle(work, TIMEOUT, f"batch deadline {cfg.batch_timeout_s:g}s reached before it ran", None)
+
+        final: list[Verdict] = []
+        for i, verdict in enumerate(verdicts):
+            assert verdict is not None, "every item is settled above"
+            m = metrics[names[i]]
+            m.count += 1
+            m.statuses[verdict.status] += 1
+            m.score_sum += float(verdict.score)
+            if latencies[i] is not None:
+                m.latencies_s.append(latencies[i])
+            final.append(verdict)
+        result = PoolResult(final, metrics, time.monotonic() - start, self._restarts - restarts_before)
+        result.isolation = self._isolation_reports(metrics)
+        return result
+
+    def _isolation_reports(self, metrics: dict[str, VerifierMetrics]) -> dict[str, Any]:
+        """Each verifier's isolation report (asked once, never waited for); logged with every batch when
+        it says weaker isolation was accepted."""
+        out = {}
+        for name in metrics:
+            if name not in self._isolation:
+                asked = self._isolation_asked.get(name)
+                if (
+                    asked is None or time.monotonic() - asked[1] > 60.0
+                ):  # unanswered (actor killed?): ask again
+                    handle = next((s.handle for s in self._slots if s.handle is not None), None)
+                    if handle is not None:
+                        self._isolation_asked[name] = (handle.isolation_report.remote(name), time.monotonic())
+                    continue
+                done, _ = ray.wait([asked[0]], timeout=0)
+                if not done:
+                    continue
+                try:
+                    self._isolation[name] = ray.get(done[0])
+                except RayError:
+                    self._isolation_asked.pop(name, None)
+                    continue
+            report = self._isolation[name]
+            if report is None:
+                continue
+            out[name] = report
+            if _is_weaker(report):
+                logger.warning(
+                    "verifier %s runs with WEAKER isolation (accepted by config): %s", name, report
+                )
+        return out
+
+    def shutdown(self) -> None:
+        """Kill this pool's actors (only call from the process that owns the pool's lifetime)."""
+        with self._lock:
+            for slot in self._slots:
+                if slot.handle is not None:
+                    _kill(slot.handle)
+                    slot.handle = None
+
+
+def _kill(handle: Any) -> None:
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception as e:  # noqa: BLE001 - an actor already gone is what we want
+        logger.debug("kill of verifier actor failed (already gone?): %s", e)
+
+
+def _is_weaker(report: Any) -> bool:
+    """True when an isolation report says some layer is missing and that was accepted."""
+    if isinstance(report, dict):
+        for key in ("weaker", "weaker_isolation", "degraded"):
+            if report.get(key):
+                return True
+        missing = report.get("missing")
+        return bool(missing)
+    weaker = getattr(report, "weaker", None)
+    return bool(weaker)
+
+
+_POOLS: dict[str, VerifierPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def get_pool(config: PoolConfig | None = None) -> VerifierPool:
+    """This process's client of the pool named `config.name` (created, or attached to, on first use)."""
+    config = config or PoolConfig()
+    with _POOLS_LOCK:
+        pool = _POOLS.get(config.name)
+        if pool is None:
+            pool = _POOLS[config.name] = VerifierPool(config)
+        return pool
+
+
+def forget_pools(names: Iterable[str] | None = None) -> None:
+    """Drop cached pool clients (after ray.shutdown); their actors are left to Ray."""
+    with _POOLS_LOCK:
+        for name in list(names if names is not None else _POOLS):
+            _POOLS.pop(name, None)
