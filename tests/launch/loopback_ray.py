@@ -1,0 +1,256 @@
+"""A real Ray head on loopback for tests: its own free ports, temp dir, HOME and auth token.
+
+The head runs under `ray start --head --block` as a child of the test: stopping it (SIGTERM to that
+child, which then stops every process it started) touches nothing else on the machine: never a bare
+`ray stop`, which would stop other people's Rays. Processes that still carry this head's temp dir in
+their command line afterwards (workers, the job's driver tree) are ended by pid.
+
+Token authentication is ON (RAY_AUTH_MODE=token), with a token made by `ray get-auth-token
+--generate` in the head's private HOME, so the machine's ~/.ray/auth_token is neither read nor written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+RAY_BIN = Path(sys.executable).with_name("ray")
+START_TIMEOUT_S = 120
+WORKER_PORTS = 200
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on loopback (held open together so none repeats)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port_range(width: int) -> int:
+    """First port of `width` consecutive ports that are free now (Ray's worker port range)."""
+    for _ in range(200):
+        start = free_ports(1)[0]
+        if start + width > 65000:
+            continue
+        ok = True
+        for port in range(start, start + width):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return start
+    raise RuntimeError("no free port range")
+
+
+@dataclass
+class LoopbackRay:
+    """One running head: its dashboard URL, token, the env a client needs, and how to stop it."""
+
+    root: Path
+    dashboard_url: str
+    gcs_address: str
+    token: str
+    token_path: Path
+    process: subprocess.Popen
+    head_env: dict[str, str] = field(repr=False)
+
+    def client_env(self, *, with_token: bool = True, home: Path | None = None) -> dict[str, str]:
+        """Env for an `rlvr` CLI subprocess: a private HOME, no inherited Ray auth settings."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        env["HOME"] = str(home or (self.root / "client-home"))
+        Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+        if with_token:
+            env["RAY_AUTH_TOKEN_PATH"] = str(self.token_path)
+        return env
+
+    def stop(self) -> None:
+        marker = str(self.root)
+        doomed = _processes_mentioning(marker)
+        for proc in list(doomed):
+            try:
+                doomed.extend(proc.children(recursive=True))
+            except psutil.Error:
+                pass
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        _end(doomed + _processes_mentioning(marker))
+
+
+def _processes_mentioning(marker: str) -> list[psutil.Process]:
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.info["pid"] != me and any(marker in part for part in (proc.info["cmdline"] or [])):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _end(procs: list[psutil.Process]) -> None:
+    alive = []
+    for proc in {p.pid: p for p in procs}.values():
+        try:
+            proc.terminate()
+            alive.append(proc)
+        except psutil.Error:
+            pass
+    _, still = psutil.wait_procs(alive, timeout=10)
+    for proc in still:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+def start_head(
+    root: Path, *, num_cpus: int = 8, num_gpus: int = 1, resources: dict | None = None
+) -> LoopbackRay:
+    """Start a head in `root` (a short path: Ray's socket paths must stay under 107 bytes)."""
+    home = root / "head-home"
+    home.mkdir(parents=True, exist_ok=True)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    base_env["HOME"] = str(home)
+    base_env["PATH"] = f"{RAY_BIN.parent}{os.pathsep}{base_env.get('PATH', '')}"
+    subprocess.run(
+        [str(RAY_BIN), "get-auth-token", "--generate"],
+        env={**base_env, "RAY_AUTH_MODE": "token"},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    token_path = home / ".ray" / "auth_token"
+    token = token_path.read_text().strip()
+    head_env = {
+        **base_env,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(token_path),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # Keep the head small on a 2-core machine; verl's workers set their own threads.
+        "OMP_NUM_THREADS": "1",
+    }
+    worker_start = free_port_range(WORKER_PORTS)
+    workers = range(worker_start, worker_start + WORKER_PORTS)
+    ports = [p for p in free_ports(30) if p not in workers][:9]
+    (
+        gcs,
+        dashboard,
+        client,
+        node_manager,
+        object_manager,
+        agent_listen,
+        agent_grpc,
+        runtime_env_agent,
+        metrics,
+    ) = ports
+    temp_dir = root / "t"
+    cmd = [
+        str(RAY_BIN),
+        "start",
+        "--head",
+        "--block",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--port",
+        str(gcs),
+        "--dashboard-host",
+        "127.0.0.1",
+        "--dashboard-port",
+        str(dashboard),
+        "--include-dashboard",
+        "true",
+        "--ray-client-server-port",
+        str(client),
+        "--node-manager-port",
+        str(node_manager),
+        "--object-manager-port",
+        str(object_manager),
+        "--dashboard-agent-listen-port",
+        str(agent_listen),
+        "--dashboard-agent-grpc-port",
+        str(agent_grpc),
+        "--runtime-env-agent-port",
+        str(runtime_env_agent),
+        "--metrics-export-port",
+        str(metrics),
+        "--min-worker-port",
+        str(worker_start),
+        "--max-worker-port",
+        str(worker_start + WORKER_PORTS - 1),
+        "--num-cpus",
+        str(num_cpus),
+        "--num-gpus",
+        str(num_gpus),
+        "--temp-dir",
+        str(temp_dir),
+        "--disable-usage-stats",
+    ]
+    if resources:
+        cmd += ["--resources", json.dumps(resources)]
+    log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the head
+    process = subprocess.Popen(
+        cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    ray = LoopbackRay(
+        root=root,
+        dashboard_url=f"http://127.0.0.1:{dashboard}",
+        gcs_address=f"127.0.0.1:{gcs}",
+        token=token,
+        token_path=token_path,
+        process=process,
+        head_env=head_env,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            ray.stop()
+            raise RuntimeError(
+                f"ray start exited {process.returncode}:\n{(root / 'ray-start.log').read_text()[-4000:]}"
+            )
+        if _jobs_api_ready(ray):
+            return ray
+        time.sleep(0.5)
+    ray.stop()
+    raise RuntimeError(f"the Ray head did not serve its Jobs API within {START_TIMEOUT_S} s")
+
+
+def _jobs_api_ready(ray: LoopbackRay) -> bool:
+    request = urllib.request.Request(
+        f"{ray.dashboard_url}/api/jobs/", headers={"Authorization": f"Bearer {ray.token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def remove_tree(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
