@@ -222,4 +222,8 @@ def test_status_shows_env_var_names_never_values():
     )
     text = "\n".join(jobs.describe(info))
     assert "WANDB_API_KEY" in text and "VERL_PLATFORM" in text and "cpu_demo" in text
-    assert SECRET not in text and "VERL_PLATFORM=" not in text and ": cpu" not in text
+    assert (
+        SECRET not in text
+        and "VERL_PLATFORM=" not in text
+        and not any(line.endswith(" cpu") for line in text.splitlines())
+    )
