@@ -1,0 +1,139 @@
+"""Composite rubrics: a weighted sum of registered verifiers per task, defined as data.
+
+    rubric = Rubric.from_dict({
+        "name": "math_r1",
+        "components": [{"verifier": "math", "weight": 0.9},
+                       {"verifier": "format", "weight": 0.1}],
+        "logged_only": ["tool_call"],          # run and logged, never paid
+    })
+    registry.register("math_r1")(rubric)       # optional: a rubric is itself a verifier
+
+- Paid score = sum(weight * component score); a component pays the verdict's score, or one of its
+  metrics when `metric` is set (e.g. `{"verifier": "format", "metric": "language_consistency"}`).
+- Status and detail come from the PRIMARY component (`primary`, default the first component): the
+  rubric is `ok` exactly when the primary verifier is, whatever the other components add.
+- `Verdict.metrics` holds, per component, `<verifier>/score` (and `<verifier>/<metric>` for every
+  metric its verdict reported) plus `<verifier>/status_ok`; logged-only verifiers appear the same way
+  but never enter the score. When one verifier is used twice (score and a metric), it runs once.
+- Every component sees the same item; set `ground_truth_key` to hand a component `ground_truth[key]`
+  when the ground truth is a dict holding several verifiers' references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr_verifiers import registry
+from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict
+
+
+@dataclass(frozen=True)
+class Component:
+    verifier: str = field(metadata={"help": "registry name of the verifier"})
+    weight: float = field(default=1.0, metadata={"help": "weight of this component in the paid score"})
+    metric: str | None = field(
+        default=None, metadata={"help": "pay this Verdict.metrics entry instead of the verdict's score"}
+    )
+    ground_truth_key: str | None = field(
+        default=None, metadata={"help": "pass ground_truth[key] to this verifier (dict ground truths)"}
+    )
+
+    @property
+    def key(self) -> str:
+        return self.verifier if self.metric is None else f"{self.verifier}/{self.metric}"
+
+
+@dataclass(frozen=True)
+class Rubric:
+    name: str = field(metadata={"help": "the rubric's name (its registry key if registered)"})
+    components: tuple[Component, ...] = field(metadata={"help": "paid components"})
+    logged_only: tuple[str, ...] = field(default=(), metadata={"help": "verifiers logged, never paid"})
+    primary: str | None = field(
+        default=None, metadata={"help": "verifier whose status is the rubric's status (default: first)"}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.components:
+            raise ValueError(f"rubric {self.name!r} has no components; add at least one paid verifier")
+        for comp in self.components:
+            if comp.weight < 0:
+                raise ValueError(f"rubric {self.name!r}: weight of {comp.key} is negative ({comp.weight})")
+            registry.get(comp.verifier)  # KeyError naming the available verifiers
+        for name in self.logged_only:
+            registry.get(name)
+            if any(c.verifier == name for c in self.components):
+                raise ValueError(f"rubric {self.name!r}: {name!r} is both paid and logged_only; pick one")
+        primary = self.primary or self.components[0].verifier
+        if not any(c.verifier == primary for c in self.components):
+            raise ValueError(f"rubric {self.name!r}: primary {primary!r} is not a paid component")
+        object.__setattr__(self, "primary", primary)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rubric:
+        unknown = set(data) - {"name", "components", "logged_only", "primary"}
+        if unknown:
+            raise ValueError(
+                f"unknown rubric keys {sorted(unknown)}; allowed: name, components, logged_only, primary"
+            )
+        comps = []
+        for c in data.get("components", []):
+            if isinstance(c, str):
+                c = {"verifier": c}
+            extra = set(c) - {"verifier", "weight", "metric", "ground_truth_key"}
+            if extra:
+                raise ValueError(f"unknown component keys {sorted(extra)} in rubric {data.get('name')!r}")
+            comps.append(Component(**c))
+        return cls(
+            name=data["name"],
+            components=tuple(comps),
+            logged_only=tuple(data.get("logged_only", ())),
+            primary=data.get("primary"),
+        )
+
+    def _items_for(self, items: list[Item], gt_key: str | None) -> list[Item]:
+        if gt_key is None:
+            return items
+        out = []
+        for it in items:
+            gt = it.ground_truth.get(gt_key) if isinstance(it.ground_truth, dict) else None
+            out.append(Item(it.response, gt, it.extra))
+        return out
+
+    def verify_batch(self, items: list[Item]) -> list[Verdict]:
+        runs: dict[tuple[str, str | None], list[Verdict]] = {}
+        for verifier in [c.verifier for c in self.components] + list(self.logged_only):
+            gt_key = next((c.ground_truth_key for c in self.components if c.verifier == verifier), None)
+            if (verifier, gt_key) not in runs:
+                runs[(verifier, gt_key)] = registry.get(verifier).verify_batch(self._items_for(items, gt_key))
+        by_name = {name: verdicts for (name, _), verdicts in runs.items()}
+        out = []
+        for k in range(len(items)):
+            score = 0.0
+            metrics: dict[str, float] = {}
+            for (name, _), verdicts in runs.items():
+                v = verdicts[k]
+                metrics[f"{name}/score"] = float(v.score)
+                metrics[f"{name}/status_ok"] = float(v.status == "ok")
+                for m, value in v.metrics.items():
+                    metrics[f"{name}/{m}"] = float(value)
+            for comp in self.components:
+                v = by_name[comp.verifier][k]
+                if comp.metric is None:
+                    paid = float(v.score)
+                elif comp.metric in v.metrics:
+                    paid = float(v.metrics[comp.metric])
+                else:
+                    paid = 0.0  # a metric the verdict did not report pays nothing
+                score += comp.weight * paid
+            primary = by_name[self.primary][k]  # type: ignore[index]
+            if primary.status == INVALID_INPUT:
+                score = 0.0  # a malformed item earns nothing from the side components either
+            out.append(Verdict(score, primary.status, primary.detail, metrics))
+        return out
+
+    def verify(self, item: Item) -> Verdict:
+        return self.verify_batch([item])[0]
+
+    def __call__(self, items: list[Item]) -> list[Verdict]:
+        return self.verify_batch(items)
