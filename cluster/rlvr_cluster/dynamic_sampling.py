@@ -51,7 +51,9 @@ class RefillBudget:
     """Per-step accounting of DAPO refills against the budget (pure logic, no verl)."""
 
     max_num_gen_batches: int = field(
-        metadata={"help": "generation batches allowed per step, the trainer's first included; <= 0: unbounded"}
+        metadata={
+            "help": "generation batches allowed per step, the trainer's first included; <= 0: unbounded"
+        }
     )
     train_batch_size: int = field(metadata={"help": "prompts per training batch"})
     refill_prompts: int = field(default=0, metadata={"help": "prompts dispatched as refills this step"})
@@ -107,11 +109,21 @@ def check_verl_contract() -> None:
         )
     params = list(inspect.signature(method).parameters)
     if params != ["self", "partition_id"]:
-        raise RuntimeError(f"ReplayBuffer._dapo_filtered_keys now takes {params}; rlvr expects (self, partition_id)")
+        raise RuntimeError(
+            f"ReplayBuffer._dapo_filtered_keys now takes {params}; rlvr expects (self, partition_id)"
+        )
     init_params = inspect.signature(base.__init__).parameters
-    for name in ("refill_fn", "filter_groups_metric", "train_batch_size", "gen_batch_size", "max_inflight_gen_batches"):
+    for name in (
+        "refill_fn",
+        "filter_groups_metric",
+        "train_batch_size",
+        "gen_batch_size",
+        "max_inflight_gen_batches",
+    ):
         if name not in init_params:
-            raise RuntimeError(f"ReplayBuffer.__init__ lost its {name!r} argument; port rlvr_cluster.dynamic_sampling")
+            raise RuntimeError(
+                f"ReplayBuffer.__init__ lost its {name!r} argument; port rlvr_cluster.dynamic_sampling"
+            )
 
 
 def _build_class():
@@ -120,15 +132,25 @@ def _build_class():
     class DynamicSamplingReplayBuffer(base):
         """verl's sync ReplayBuffer with DAPO filtering bounded by max_num_gen_batches (see module doc)."""
 
-        def __init__(self, trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy,
-                     sampler_kwargs, refill_fn=None, **kwargs):
+        def __init__(
+            self,
+            trainer_mode,
+            trainer_config,
+            max_off_policy_threshold,
+            max_off_policy_strategy,
+            sampler_kwargs,
+            refill_fn=None,
+            **kwargs,
+        ):
             if trainer_mode != "sync":
                 raise ValueError(
                     f"rlvr's DynamicSamplingReplayBuffer supports trainer.v1.trainer_mode=sync, got {trainer_mode!r}; "
                     "unset trainer.v1.sampler.custom_sampler to use verl's async sampler"
                 )
             settings = dict(sampler_kwargs or {})
-            missing = [k for k in ("filter_groups_metric", "train_batch_size") if settings.get(k) in (None, "")]
+            missing = [
+                k for k in ("filter_groups_metric", "train_batch_size") if settings.get(k) in (None, "")
+            ]
             if missing:
                 raise ValueError(
                     f"trainer.v1.sampler.sampler_kwargs lacks {missing}: recipes/algo/dapo.yaml passes them "
@@ -175,9 +197,13 @@ def _build_class():
 
         def sample(self, global_steps, partition_id, batch_size):
             if partition_id == "val":
-                return super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+                return super().sample(
+                    global_steps=global_steps, partition_id=partition_id, batch_size=batch_size
+                )
             self.refill_budget.reset()
-            batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+            batch, metrics = super().sample(
+                global_steps=global_steps, partition_id=partition_id, batch_size=batch_size
+            )
             metrics = dict(metrics)
             metrics.update(self.refill_budget.metrics())
             if self.refill_budget.exhausted:

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("transfer_queue")
 
-from rlvr_cluster import dynamic_sampling as ds  # noqa: E402
+from rlvr_cluster import dynamic_sampling as ds
 
 
 def test_verl_sampler_still_has_the_overridden_shape():
@@ -94,14 +94,22 @@ def test_validation_is_never_filtered():
 def test_async_modes_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="trainer_mode=sync"):
         ds.DynamicSamplingReplayBuffer(
-            trainer_mode="colocate_async", trainer_config={}, max_off_policy_threshold=None,
-            max_off_policy_strategy="drop", sampler_kwargs={}, refill_fn=print,
+            trainer_mode="colocate_async",
+            trainer_config={},
+            max_off_policy_threshold=None,
+            max_off_policy_strategy="drop",
+            sampler_kwargs={},
+            refill_fn=print,
         )
 
 
 def test_missing_filter_settings_name_the_recipe():
     with pytest.raises(ValueError, match="sampler_kwargs lacks"):
         ds.DynamicSamplingReplayBuffer(
-            trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None,
-            max_off_policy_strategy="drop", sampler_kwargs={"max_num_gen_batches": 3}, refill_fn=print,
+            trainer_mode="sync",
+            trainer_config={},
+            max_off_policy_threshold=None,
+            max_off_policy_strategy="drop",
+            sampler_kwargs={"max_num_gen_batches": 3},
+            refill_fn=print,
         )
