@@ -1,0 +1,195 @@
+"""Recipe composition: Hydra over verl's own trainer config, validated the way verl validates it.
+
+`compose(overrides)` is the one way every command (train, resolve, submit) turns a recipe plus
+command-line overrides into the config verl runs. Mistakes are reported as `UserError`s that name
+the problem and the fix: an unknown experiment lists the available ones, an unknown key names the
+closest valid keys, a config verl rejects quotes verl's reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+
+from rlvr_launch.cli import UserError
+
+PRIMARY_CONFIG = "rlvr"
+# Recipe groups rlvr owns (folders under recipes/); `rlvr ls` lists them in this order.
+GROUPS = ("experiment", "algo", "model", "task", "platform")
+EMBEDDED_MODEL_PREFIX = "embedded://"
+
+
+def _default_recipes_dir() -> Path:
+    # launch/rlvr_launch/compose.py -> project root / recipes (editable install or a source checkout,
+    # which is also what a Ray job's working_dir holds).
+    return Path(__file__).resolve().parents[2] / "recipes"
+
+
+RECIPES_DIR = Path(os.environ.get("RLVR_RECIPES_DIR", _default_recipes_dir()))
+
+
+def recipes_dir() -> Path:
+    path = Path(os.environ.get("RLVR_RECIPES_DIR", RECIPES_DIR))
+    if not (path / f"{PRIMARY_CONFIG}.yaml").is_file():
+        raise UserError(
+            f"no recipes found at {path} (expected {PRIMARY_CONFIG}.yaml there); "
+            "run rlvr from a checkout of the project or set RLVR_RECIPES_DIR"
+        )
+    return path
+
+
+def group_entries(group: str) -> list[str]:
+    folder = recipes_dir() / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def describe(group: str, name: str) -> str:
+    """One-line purpose of a recipe: the experiment's rlvr.description, else its first comment line."""
+    path = recipes_dir() / group / f"{name}.yaml"
+    text = path.read_text()
+    match = re.search(r'^\s*description:\s*"?(.*?)"?\s*$', text, flags=re.M)
+    if match and match.group(1):
+        return match.group(1)
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#") and not line.startswith("# @package"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def _check_group_choices(overrides: list[str]) -> None:
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in GROUPS:
+            continue
+        available = group_entries(key)
+        if value not in available:
+            close = difflib.get_close_matches(value, available, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise UserError(
+                f"unknown {key} {value!r}.{hint} Available {key}s: {', '.join(available)} "
+                f"(see `rlvr ls`)"
+            )
+
+
+def _flat_keys(node, prefix: str = "") -> list[str]:
+    from omegaconf import DictConfig
+
+    keys = []
+    if isinstance(node, DictConfig):
+        for key in node.keys():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            keys.append(path)
+            try:
+                child = node._get_node(key)
+            except Exception:  # noqa: BLE001 - a node that cannot be read still names a key
+                continue
+            keys.extend(_flat_keys(child, path))
+    return keys
+
+
+def _unknown_key_error(message: str, base_overrides: list[str]) -> UserError | None:
+    match = re.search(r"Could not override '([^']+)'", message) or re.search(
+        r"Key '([^']+)' is not in struct", message
+    )
+    if not match:
+        return None
+    bad = match.group(1)
+    # Compose the same recipe without the bad override to learn which keys exist.
+    try:
+        cfg = _hydra_compose([o for o in base_overrides if not o.lstrip("+~").startswith(bad + "=")])
+        keys = _flat_keys(cfg)
+    except Exception:  # noqa: BLE001 - the hint is best effort; the error itself is not
+        keys = []
+    parent = bad.rsplit(".", 1)[0] if "." in bad else ""
+    siblings = [k for k in keys if k.rsplit(".", 1)[0] == parent] if parent else keys
+    close = difflib.get_close_matches(bad, siblings, n=3, cutoff=0.5) or difflib.get_close_matches(
+        bad, keys, n=3, cutoff=0.6
+    )
+    hint = f" Closest valid keys: {', '.join(close)}." if close else ""
+    return UserError(
+        f"unknown config key {bad!r}.{hint} To add a new key on purpose, write +{bad}=VALUE; "
+        "`rlvr resolve` prints every key."
+    )
+
+
+def _hydra_compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(recipes_dir()), version_base=None):
+        return hydra_compose(config_name=PRIMARY_CONFIG, overrides=list(overrides))
+
+
+def embedded_model_dir(cache_dir: str | Path) -> Path:
+    from rlvr_launch.embedded import TinySpec
+
+    return Path(cache_dir) / "models" / f"tiny-qwen2-addition-{TinySpec().digest()}"
+
+
+def _finalise(cfg) -> None:
+    """Absolute rlvr paths; the embedded model's cache path in place of its `embedded://` name."""
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg.rlvr.cache_dir = str(Path(os.path.expanduser(str(cfg.rlvr.cache_dir))).resolve())
+        cfg.rlvr.data_dir = str(Path(os.path.expanduser(str(cfg.rlvr.data_dir))).resolve())
+        path = str(cfg.actor_rollout_ref.model.path)
+        if path.startswith(EMBEDDED_MODEL_PREFIX):
+            name = path[len(EMBEDDED_MODEL_PREFIX) :]
+            if name != "tiny":
+                raise UserError(f"unknown embedded model {path!r}; the embedded model is embedded://tiny")
+            cfg.actor_rollout_ref.model.path = str(embedded_model_dir(cfg.rlvr.cache_dir))
+
+
+def validate(cfg) -> None:
+    """Validate against verl's own checks and config dataclasses; raise UserError naming the problem."""
+    import warnings
+
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    warnings.filterwarnings("ignore", message="Disabled critic as algorithm.adv_estimator")
+    try:
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+        omega_conf_to_dataclass(cfg.algorithm)
+    except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise UserError(f"the composed config does not validate against verl 0.9.1: {e}") from None
+    except Exception as e:  # omegaconf errors (missing mandatory value, bad interpolation)
+        raise UserError(f"the composed config does not validate: {type(e).__name__}: {e}") from None
+
+
+def compose(overrides: list[str] | None = None, *, check: bool = True):
+    """The resolved-path, validated verl config for a recipe plus overrides."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides or [])
+    _check_group_choices(overrides)
+    try:
+        cfg = _hydra_compose(overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        message = str(e).strip() or f"{type(e.__cause__).__name__}: {e.__cause__}"
+        error = _unknown_key_error(message, overrides)
+        if error is not None:
+            raise error from None
+        raise UserError(f"cannot compose the recipe: {message.splitlines()[0]}") from None
+    try:
+        _finalise(cfg)
+    except OmegaConfBaseException as e:
+        raise UserError(f"cannot resolve rlvr paths: {e}") from None
+    if check:
+        validate(cfg)
+    return cfg
+
+
+def to_yaml(cfg, resolve: bool = True) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(cfg, resolve=resolve)
