@@ -303,6 +303,7 @@ class PoolResult:
     wall_s: float
     actor_restarts: int
     isolation: dict[str, Any] = field(default_factory=dict)  # verifier -> its sandbox isolation report
+    latencies_s: list[float | None] = field(default_factory=list)  # per item, input order; None: never ran
 
     def flat_metrics(self, prefix: str = "rlvr") -> dict[str, float]:
         """`{prefix}/{verifier}/{metric}: value`, plus pool-wide figures, ready for a metrics logger."""
@@ -638,7 +639,9 @@ class VerifierPool:
             if latencies[i] is not None:
                 m.latencies_s.append(latencies[i])
             final.append(verdict)
-        result = PoolResult(final, metrics, time.monotonic() - start, self._restarts - restarts_before)
+        result = PoolResult(
+            final, metrics, time.monotonic() - start, self._restarts - restarts_before, latencies_s=latencies
+        )
         result.isolation = self._isolation_reports(metrics)
         return result
 

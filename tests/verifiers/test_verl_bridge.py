@@ -1,0 +1,246 @@
+"""The `rlvr` reward manager: registered in verl's reward-loop registry, routing each sample to its
+verifier, and scoring through the pool exactly as verl's RewardLoopWorker drives it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+
+from rlvr_verifiers import verl_bridge
+from rlvr_verifiers.base import INVALID_INPUT, OK, STATUSES, WRONG, Item, Verdict
+from rlvr_verifiers.verl_bridge import (
+    EXTRA_KEYS,
+    BridgeConfig,
+    RlvrRewardManager,
+    make_item,
+    route,
+    step_metrics,
+)
+from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+from verl.experimental.reward_loop.reward_manager import registry as verl_registry
+
+
+def test_manager_is_registered_under_rlvr_after_importing_the_bridge():
+    assert get_reward_manager_cls("rlvr") is RlvrRewardManager
+
+
+def test_importing_the_bridge_a_second_time_keeps_one_registration():
+    spec = importlib.util.spec_from_file_location("rlvr_verifiers.verl_bridge", verl_bridge.__file__)
+    second = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(second)  # a second copy of the module, as a double import makes
+    assert second.RlvrRewardManager is not RlvrRewardManager
+    assert get_reward_manager_cls("rlvr") is RlvrRewardManager
+
+
+def test_a_different_class_claiming_the_name_rlvr_is_an_error():
+    class Impostor(RlvrRewardManager):
+        pass
+
+    with pytest.raises(ValueError, match="already been registered"):
+        verl_registry.register("rlvr")(Impostor)
+    assert get_reward_manager_cls("rlvr") is RlvrRewardManager
+
+
+@pytest.mark.parametrize(
+    ("data_source", "ability", "extra_info", "expected"),
+    [
+        ("openai/gsm8k", None, None, "math"),
+        ("DigitalLearningGmbH/MATH-lighteval", "math", None, "math"),
+        ("aime2024", None, None, "math"),
+        ("countdown", "math", None, "countdown"),  # TinyZero labels countdown's ability "math"
+        ("codecontests", "code", None, "code"),
+        ("likaixin/TACO-verified", None, None, "code"),
+        ("livecodebench/v5", None, None, "code"),
+        ("glaive_tool_use", None, None, "tool_call"),
+        ("my_private_set", "math", None, "math"),  # data_source unknown: ability decides
+        ("openai/gsm8k", "math", {"verifier": "format"}, "format"),  # extra_info.verifier wins
+        ("mystery", "riddles", None, None),  # unroutable
+    ],
+)
+def test_routing_order_extra_info_then_data_source_then_ability(data_source, ability, extra_info, expected):
+    assert route(data_source, ability, extra_info) == expected
+
+
+def test_configured_routes_come_before_the_built_in_table():
+    assert route("acme/math-code-mix", None, None, {"acme": "code"}) == "code"
+
+
+def test_json_ground_truth_is_decoded_and_bad_ground_truth_is_invalid_input():
+    item = make_item("countdown", "1+2", json.dumps({"target": 3, "numbers": [1, 2]}))
+    assert isinstance(item, Item) and item.ground_truth == {"target": 3, "numbers": [1, 2]}
+    assert make_item("math", r"\boxed{4}", "4").ground_truth == "4"
+    bad = make_item("code", "print(1)", "{not json")
+    assert isinstance(bad, Verdict) and bad.status == INVALID_INPUT and "not JSON" in bad.detail
+    assert make_item("tool_call", "x", "[1, 2]").status == INVALID_INPUT
+    assert make_item("math", "x", None).status == INVALID_INPUT
+
+
+def test_bridge_config_rejects_unknown_keys():
+    with pytest.raises(ValueError, match="micro_batch"):
+        BridgeConfig.from_verl_config({"reward": {"reward_kwargs": {"rlvr": {"micro_batch": 3}}}})
+    with pytest.raises(Exception, match="num_actor"):
+        BridgeConfig.from_verl_config({"reward": {"reward_kwargs": {"rlvr": {"pool": {"num_actor": 3}}}}})
+    assert BridgeConfig.from_verl_config({"reward": {}}).micro_batch_size == 256
+
+
+def test_step_metrics_count_per_verifier():
+    infos = {"acc": [], "rlvr_verifier": [], "rlvr_status": [], "rlvr_latency_ms": []}
+    for verifier, status, score, latency in [
+        ("math", OK, 1.0, 10.0),
+        ("math", WRONG, 0.0, 20.0),
+        ("math", "timeout", 0.0, 3000.0),
+        ("code", "sandbox_error", 0.0, float("nan")),
+    ]:
+        infos["acc"].append(score)
+        infos["rlvr_verifier"].append(verifier)
+        infos["rlvr_status"].append(status)
+        infos["rlvr_latency_ms"].append(latency)
+    m = step_metrics(infos)
+    assert m["rlvr/math/count"] == 3 and m["rlvr/math/pass_rate"] == pytest.approx(1 / 3)
+    assert m["rlvr/math/timeouts"] == 1 and m["rlvr/math/latency_p99_ms"] == 3000.0
+    assert m["rlvr/math/latency_p50_ms"] == 20.0
+    assert m["rlvr/code/sandbox_errors"] == 1 and m["rlvr/code/latency_p50_ms"] == 0.0
+    assert step_metrics({}) == {}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Driven as verl drives it: a composed verl config, a real tokenizer, verl's own RewardLoopWorker.
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("another test left Ray initialised in this process")
+    temp_dir = tempfile.mkdtemp(prefix="rlvr-bridge-", dir="/tmp")
+    ray.init(
+        num_cpus=2,
+        resources={"rlvr_verifier": 4},
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        log_to_driver=False,
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    from rlvr_launch.embedded import TinySpec, build_tokenizer
+
+    out = tmp_path_factory.mktemp("tok")
+    build_tokenizer(TinySpec(), out)
+    return out
+
+
+def verl_config(tokenizer_dir: Path, pool_name: str):
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(
+            "ppo_trainer",
+            overrides=[
+                "reward.reward_manager.name=rlvr",
+                f"actor_rollout_ref.model.path={tokenizer_dir}",
+                "+reward.reward_kwargs={rlvr:{pool:{name:" + pool_name + ",num_actors:2,items_per_call:4},"
+                "micro_batch_wait_ms:50}}",
+            ],
+        )
+
+
+def data_proto(tokenizer, samples):
+    """A batch shaped like verl's: left-padded prompts, right-padded responses, one mask over both."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+
+    prompt_len, response_len = 8, 48
+    prompts, responses, masks = [], [], []
+    for s in samples:
+        p = tokenizer.encode("Q:", add_special_tokens=False)[-prompt_len:]
+        r = tokenizer.encode(s["response"], add_special_tokens=False)[:response_len]
+        assert len(r) < response_len, "test response too long for the batch"
+        pad = tokenizer.pad_token_id
+        prompts.append([pad] * (prompt_len - len(p)) + p)
+        responses.append(r + [pad] * (response_len - len(r)))
+        masks.append(
+            [0] * (prompt_len - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (response_len - len(r))
+        )
+    tensors = {
+        "prompts": torch.tensor(prompts),
+        "responses": torch.tensor(responses),
+        "attention_mask": torch.tensor(masks),
+    }
+    non_tensors = {
+        "data_source": np.array([s["data_source"] for s in samples], dtype=object),
+        "ability": np.array([s.get("ability", "") for s in samples], dtype=object),
+        "reward_model": np.array([{"ground_truth": s["ground_truth"]} for s in samples], dtype=object),
+        "extra_info": np.array([s.get("extra_info", {}) for s in samples], dtype=object),
+    }
+    return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors)
+
+
+@pytest.mark.slow
+def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool(local_ray, tokenizer_dir):
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    config = verl_config(tokenizer_dir, "t-bridge")
+    worker = RewardLoopWorker(config)  # verl's worker: builds the manager from reward.reward_manager.name
+    assert isinstance(worker.reward_manager, RlvrRewardManager)
+    samples = [
+        {"data_source": "openai/gsm8k", "response": r"so the total is \boxed{72}", "ground_truth": "72"},
+        {"data_source": "openai/gsm8k", "response": r"so the total is \boxed{27}", "ground_truth": "72"},
+        {
+            "data_source": "lighteval/MATH",
+            "response": r"The answer is \boxed{\frac{1}{2}}",
+            "ground_truth": "0.5",
+        },
+        {"data_source": "mystery", "ability": "riddles", "response": "42", "ground_truth": "42"},
+        {
+            "data_source": "countdown",
+            "response": "<answer>(3+5)*2</answer>",
+            "ground_truth": json.dumps({"target": 16, "numbers": [2, 3, 5]}),
+        },
+    ]
+    data = data_proto(worker.input_tokenizer, samples)
+    outputs = worker.loop.run_until_complete(
+        worker.compute_score_batch(data)
+    )  # what the reward-loop manager calls remotely
+
+    scores = [o["reward_score"] for o in outputs]
+    statuses = [o["reward_extra_info"]["rlvr_status"] for o in outputs]
+    assert scores == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert statuses == [OK, WRONG, OK, INVALID_INPUT, OK]
+    assert [o["reward_extra_info"]["rlvr_verifier"] for o in outputs] == [
+        "math",
+        "math",
+        "math",
+        "unrouted",
+        "countdown",
+    ]
+    # verl stacks reward_extra_info by the first sample's keys: every sample must carry the same keys.
+    assert all(tuple(o["reward_extra_info"]) == EXTRA_KEYS for o in outputs)
+    for o in outputs:
+        info = o["reward_extra_info"]
+        assert sum(info[f"rlvr_{s}"] for s in STATUSES) == 1.0
+    assert outputs[0]["reward_extra_info"]["rlvr_latency_ms"] > 0
+    assert math.isnan(outputs[3]["reward_extra_info"]["rlvr_latency_ms"])  # never sent to the pool
+    # The four routable run_single calls reached the pool in fewer calls than samples (micro-batched).
+    batcher = worker.reward_manager._batcher
+    assert batcher.items_sent == 4 and batcher.batches_sent < 4
+    m = step_metrics({k: [o["reward_extra_info"][k] for o in outputs] for k in EXTRA_KEYS})
+    assert m["rlvr/math/pass_rate"] == pytest.approx(2 / 3) and m["rlvr/unrouted/invalid_inputs"] == 1.0
