@@ -1,12 +1,12 @@
 """The driver of an rlvr Ray job: `python -m rlvr_launch.job ...`, run by Ray on the cluster's head.
 
 Two ways in:
-- `rlvr submit` ships the recipe it composed and validated as the py_module `rlvr_jobspec` and runs
+- `rlvr submit` ships the recipes and overrides it validated as the py_module `rlvr_jobspec` and runs
   `python -m rlvr_launch.job --job-id ID --config-package rlvr_jobspec [--run-dir DIR]`;
 - a KubeRay RayJob (cluster/k8s) or a plain `ray job submit` composes on the cluster from overrides,
   against the recipes of the rlvr installed in the image:
   `python -m rlvr_launch.job --job-id NAME experiment=NAME [overrides]`.
-Either way the config is resolved here (so ${oc.env:...} sees the cluster's environment) and
+Either way the recipe is composed here (so ${oc.env:...} and `~` resolve in the cluster's environment) and
 `train.run_training` runs verl's trainer on the cluster's Ray (RAY_ADDRESS is set by the Jobs API).
 
 A bad recipe exits 2 with one line in the job's log, which `rlvr submit --follow` shows.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
+import json
 import os
 import sys
 from pathlib import Path
@@ -32,7 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--job-id", required=True, help="the job's name; the default run dir is named after it"
     )
     parser.add_argument(
-        "--config-package", default=None, help="package holding config.yaml (rlvr submit's jobspec)"
+        "--config-package",
+        default=None,
+        help="package holding recipes/ and overrides.json (rlvr submit's jobspec)",
     )
     parser.add_argument(
         "--run-dir",
@@ -43,23 +46,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_config(args: argparse.Namespace):
+    """Compose the recipe here, on the cluster: from a shipped jobspec or from the image's recipes."""
+    overrides = list(args.overrides)
     if args.config_package:
-        from omegaconf import OmegaConf
-
-        if args.overrides:
-            raise UserError(
-                "--config-package carries a composed recipe; overrides go to `rlvr submit`, not here"
-            )
+        if overrides:
+            raise UserError("--config-package carries the overrides; give them to `rlvr submit`, not here")
         try:
-            text = (importlib.resources.files(args.config_package) / "config.yaml").read_text()
+            package = importlib.resources.files(args.config_package)
         except ModuleNotFoundError:
             raise UserError(
                 f"package {args.config_package} was not shipped with this job: submit with `rlvr submit`"
             ) from None
-        return OmegaConf.create(text)
+        overrides = json.loads((package / "overrides.json").read_text())
+        # compose() reads RLVR_RECIPES_DIR: the recipes validated on the submitting machine.
+        os.environ["RLVR_RECIPES_DIR"] = str(package / "recipes")
+        print(f"rlvr job: recipe overrides {' '.join(overrides) or '(none)'}", flush=True)
     from rlvr_launch.compose import compose
 
-    return compose(list(args.overrides))
+    return compose(overrides)
 
 
 def run_dir_for(args: argparse.Namespace) -> Path:

@@ -1,12 +1,13 @@
 """`rlvr submit --address URL [experiment=NAME] [overrides]`: run a recipe as a Ray job on a cluster.
 
 The recipe is composed and validated here, on the submitting machine, so a typo fails in a second
-instead of after the cluster has scheduled a job. The composed config (interpolations such as
-${oc.env:...} left for the cluster to resolve) travels with the code; the job's driver,
-`python -m rlvr_launch.job`, loads it and calls `train.run_training` on the cluster's Ray.
+instead of after the cluster has scheduled a job. The recipes it was validated against and the
+overrides travel with the code (the py_module `rlvr_jobspec`); the job's driver,
+`python -m rlvr_launch.job`, composes them again on the cluster (so ${oc.env:...} and `~` resolve
+there) and calls `train.run_training` on the cluster's Ray.
 
 What the job's runtime_env carries (built by `build_runtime_env`, starting from cluster/runtime_env.yaml):
-- rlvr's three packages and the composed recipe as py_modules (never runs/, caches, checkpoints, data);
+- rlvr's three packages and the recipe (recipes/ + overrides) as py_modules (never runs/, caches, checkpoints, data);
 - the user's own working_dir, untouched, when given (--working-dir or --runtime-env);
 - the env vars the workers need (rlvr_cluster.env.worker_env(cfg): the verl plugin selection among them),
   plain `--env KEY=VALUE` pairs, and secrets by reference (`--secret-env NAME` copies NAME from this
@@ -37,7 +38,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHARED_RUNTIME_ENV = PROJECT_ROOT / "cluster" / "runtime_env.yaml"
 # The py_module that carries one job's composed recipe; rlvr_launch.job reads it back.
 JOBSPEC_PACKAGE = "rlvr_jobspec"
-JOBSPEC_CONFIG = "config.yaml"
+JOBSPEC_RECIPES = "recipes"
+JOBSPEC_OVERRIDES = "overrides.json"
+JOBSPEC_SUBMITTED = "config.submitted.yaml"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Keys of the runtime_env that rlvr fills itself, merged with (never replacing) the user's.
 MERGED_KEYS = ("py_modules", "env_vars", "excludes")
@@ -216,17 +219,26 @@ def new_job_id(experiment: str) -> str:
     return f"rlvr-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def write_jobspec(cfg, overrides: list[str], directory: Path) -> Path:
-    """A tiny package holding the composed recipe (unresolved: ${oc.env:...} resolves on the cluster)."""
+def write_jobspec(cfg, overrides: list[str], directory: Path, recipes: Path) -> Path:
+    """A tiny package with what the job needs to compose the same recipe on the cluster.
+
+    It holds the exact recipes/ tree validated here and the overrides (the driver composes them again
+    there, so ${oc.env:...} and `~` resolve in the cluster's environment, not this machine's), plus
+    the config composed here, for the record (`config.submitted.yaml`).
+    """
+    import json
+    import shutil
+
     from omegaconf import OmegaConf
 
     package = directory / JOBSPEC_PACKAGE
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(
-        '"""One rlvr job\'s composed recipe, written by `rlvr submit`; read by rlvr_launch.job."""\n'
+        '"""One rlvr job\'s recipe, written by `rlvr submit`; read by rlvr_launch.job."""\n'
     )
-    header = "# Composed by `rlvr submit` from: " + " ".join(shlex.quote(o) for o in overrides) + "\n"
-    (package / JOBSPEC_CONFIG).write_text(header + OmegaConf.to_yaml(cfg))
+    shutil.copytree(recipes, package / JOBSPEC_RECIPES, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (package / JOBSPEC_OVERRIDES).write_text(json.dumps(list(overrides)) + "\n")
+    (package / JOBSPEC_SUBMITTED).write_text(OmegaConf.to_yaml(cfg))
     return package
 
 
@@ -259,7 +271,7 @@ def run(args) -> int:
     shared = load_yaml_mapping(SHARED_RUNTIME_ENV, "the shared runtime_env")
     user = load_yaml_mapping(args.runtime_env, "--runtime-env") if args.runtime_env else None
 
-    from rlvr_launch.compose import compose
+    from rlvr_launch.compose import compose, recipes_dir
 
     cfg = compose(list(args.overrides))  # validated here, before anything reaches the cluster
     client = jobs.connect(args.address, args.auth_token_file)
@@ -267,7 +279,7 @@ def run(args) -> int:
     job_id = args.job_id or new_job_id(experiment)
 
     with tempfile.TemporaryDirectory(prefix="rlvr-jobspec-") as tmp:
-        jobspec = write_jobspec(cfg, list(args.overrides), Path(tmp))
+        jobspec = write_jobspec(cfg, list(args.overrides), Path(tmp), recipes_dir())
         runtime_env = build_runtime_env(
             shared=shared,
             user=user,

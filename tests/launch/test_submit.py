@@ -170,28 +170,39 @@ def test_relative_run_dir_is_refused_before_anything_is_sent(capsys):
     assert "absolute" in capsys.readouterr().err
 
 
-def test_shipped_recipe_resolves_on_the_cluster_not_the_submitter(tmp_path):
-    """The jobspec keeps ${oc.env:...} so the cluster's environment decides, and the driver reads it back."""
+@pytest.mark.slow
+def test_shipped_recipe_composes_on_the_cluster_with_the_clusters_paths(tmp_path):
+    """The jobspec carries recipes + overrides; the driver composes them in the cluster's environment,
+    so rlvr's paths are the cluster's, not the submitting machine's."""
     from omegaconf import OmegaConf
+    from rlvr_launch.compose import recipes_dir
 
-    cfg = OmegaConf.create({"rlvr": {"data_dir": "${oc.env:RLVR_TEST_DATA_DIR,/fallback}"}, "n": 2})
-    submit.write_jobspec(cfg, ["experiment=x", "n=2"], tmp_path)
+    submitted = OmegaConf.create({"rlvr": {"cache_dir": "/home/submitter/.cache/rlvr"}})
+    package = submit.write_jobspec(submitted, ["trainer.total_training_steps=3"], tmp_path, recipes_dir())
+    assert (package / "recipes" / "rlvr.yaml").is_file()
+    assert "/home/submitter" in (package / "config.submitted.yaml").read_text()
     script = (
-        "import sys; from rlvr_launch import job; "
+        "from rlvr_launch import job; "
         "cfg = job.load_config(job.parse_args(['--job-id', 'j', '--config-package', 'rlvr_jobspec'])); "
-        "print(cfg.rlvr.data_dir, cfg.n)"
+        "print(cfg.rlvr.cache_dir, cfg.trainer.total_training_steps, cfg.actor_rollout_ref.model.path)"
     )
     env = {
         **os.environ,
         "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        "RLVR_TEST_DATA_DIR": "/on/the/cluster",
+        "RLVR_CACHE_DIR": str(tmp_path / "on-the-cluster"),
+        "RLVR_RECIPES_DIR": "/nonexistent",  # the job must use the shipped recipes, not its own setting
     }
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["/on/the/cluster", "2"]
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    cache_dir, steps, model_path = out.stdout.split()[-3:]
+    assert cache_dir == str(tmp_path / "on-the-cluster") and steps == "3"
+    assert model_path.startswith(cache_dir)
 
 
 def test_job_driver_refuses_overrides_next_to_a_shipped_recipe():
-    with pytest.raises(UserError, match="overrides go to `rlvr submit`"):
+    with pytest.raises(UserError, match="give them to `rlvr submit`"):
         job.load_config(job.parse_args(["--job-id", "j", "--config-package", "x", "a=1"]))
 
 
