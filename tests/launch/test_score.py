@@ -1,0 +1,207 @@
+"""`rlvr score`: one output line per input line, in order, every line scored or explicitly invalid, through
+the real verifier pool on a real Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from rlvr_launch import cli
+from rlvr_launch.score import parse_line
+from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict
+
+# ---------------------------------------------------------------------------------------------------
+# Line parsing (no Ray)
+
+
+@pytest.mark.parametrize(
+    ("verifier", "line", "reason"),
+    [
+        ("math", "{not json", "not JSON"),
+        ("math", "[1, 2]", "not an object"),
+        ("math", "", "not JSON"),
+        ("math", '{"ground_truth": "4"}', 'missing "response"'),
+        ("math", '{"response": 4, "ground_truth": "4"}', '"response" must be a string'),
+        ("math", '{"response": "4"}', 'missing "ground_truth"'),
+        ("countdown", '{"response": "1+2", "ground_truth": null}', 'missing "ground_truth"'),
+        ("code", '{"response": "print(1)"}', 'missing "tests"'),
+        ("code", '{"response": "print(1)", "tests": [1]}', '"tests" must be an object'),
+        ("tool_call", '{"response": "x", "expected": []}', 'missing "tools"'),
+        ("tool_call", '{"response": "x", "tools": []}', 'missing "expected"'),
+        ("math", '{"response": "4", "ground_truth": "4", "extra": 3}', '"extra" must be an object'),
+    ],
+)
+def test_malformed_line_is_invalid_input_naming_the_problem(verifier, line, reason):
+    verdict = parse_line(verifier, line)
+    assert isinstance(verdict, Verdict) and verdict.status == INVALID_INPUT and verdict.score == 0.0
+    assert reason in verdict.detail
+
+
+def test_each_verifier_gets_its_ground_truth_shape():
+    assert parse_line("math", '{"response": "r", "ground_truth": "4"}').ground_truth == "4"
+    cd = parse_line("countdown", '{"response": "r", "ground_truth": {"target": 3, "numbers": [1, 2]}}')
+    assert cd.ground_truth == {"target": 3, "numbers": [1, 2]}
+    code = parse_line("code", '{"response": "r", "tests": {"inputs": ["1"], "outputs": ["1"]}}')
+    assert code.ground_truth == {"inputs": ["1"], "outputs": ["1"]}
+    tool = parse_line("tool_call", '{"response": "r", "tools": [{"name": "f"}], "expected": {"name": "f"}}')
+    assert isinstance(tool, Item) and tool.ground_truth == {
+        "tools": [{"name": "f"}],
+        "expected": {"name": "f"},
+    }
+
+
+def test_unknown_verifier_is_a_user_error(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"response": "1", "ground_truth": "1"}\n')
+    rc = cli.main(["score", "--verifier", "no_such", "--input", str(src), "--output", str(tmp_path / "o")])
+    assert rc == 2 and "unknown verifier 'no_such'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------
+# Through the pool (one Ray for the module; `rlvr score` uses a Ray already initialised in its process)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("another test left Ray initialised in this process")
+    temp_dir = tempfile.mkdtemp(prefix="rlvr-scoret-", dir="/tmp")
+    ray.init(
+        num_cpus=2,
+        resources={"rlvr_verifier": 8},
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        log_to_driver=False,
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def score(tmp_path: Path, verifier: str, lines: list[str], capsys) -> tuple[list[dict], str]:
+    src, dst = tmp_path / f"{verifier}.in.jsonl", tmp_path / f"{verifier}.out.jsonl"
+    src.write_text("".join(line + "\n" for line in lines))
+    argv = ["score", "--verifier", verifier, "--input", str(src), "--output", str(dst), "--num-actors", "2"]
+    assert cli.main(argv) == 0
+    out = [json.loads(x) for x in dst.read_text().splitlines()]
+    assert len(out) == len(lines)  # one output line per input line
+    assert all(set(o) == {"score", "status", "detail"} for o in out)
+    return out, capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_math_lines_scored_in_order_with_a_summary(local_ray, tmp_path, capsys):
+    lines = [
+        json.dumps({"response": r"The answer is \boxed{\frac{1}{2}}", "ground_truth": "0.5"}),
+        json.dumps({"response": r"\boxed{3}", "ground_truth": "4"}),
+        "this line is not json",
+        json.dumps({"response": "I cannot say", "ground_truth": "4"}),
+        json.dumps({"response": r"so \boxed{1\,000}", "ground_truth": "1000"}),
+    ]
+    out, err = score(tmp_path, "math", lines, capsys)
+    assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input", "parse_error", "ok"]
+    assert [o["score"] for o in out] == [1.0, 0.0, 0.0, 0.0, 1.0]
+    assert "5 lines" in err and "pass rate 0.4000" in err and "invalid_input=1" in err
+
+
+@pytest.mark.slow
+def test_countdown_lines(local_ray, tmp_path, capsys):
+    gt = {"target": 24, "numbers": [2, 3, 4]}
+    lines = [
+        json.dumps({"response": "<answer>2*3*4</answer>", "ground_truth": gt}),
+        json.dumps({"response": "<answer>2*3+4</answer>", "ground_truth": gt}),
+        json.dumps({"response": "<answer>4*3*2</answer>", "ground_truth": json.dumps(gt)}),  # JSON string too
+        json.dumps({"response": "<answer>2*3*4</answer>"}),
+    ]
+    out, _ = score(tmp_path, "countdown", lines, capsys)
+    assert [o["status"] for o in out] == ["ok", "wrong", "ok", "invalid_input"]
+
+
+@pytest.mark.slow
+def test_tool_call_lines(local_ray, tmp_path, capsys):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    expected = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "%s"}}</tool_call>'
+    lines = [
+        json.dumps({"response": call % "Paris", "tools": tools, "expected": expected}),
+        json.dumps({"response": call % "Rome", "tools": tools, "expected": expected}),
+        json.dumps({"response": call % "Paris", "expected": expected}),
+    ]
+    out, _ = score(tmp_path, "tool_call", lines, capsys)
+    assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input"]
+
+
+@pytest.mark.slow
+def test_code_lines(local_ray, tmp_path, capsys):
+    tests = {"inputs": ["2 3\n", "10 -4\n"], "outputs": ["5\n", "6\n"]}
+    lines = [
+        json.dumps(
+            {"response": "```python\na, b = map(int, input().split())\nprint(a + b)\n```", "tests": tests}
+        ),
+        json.dumps(
+            {"response": "```python\na, b = map(int, input().split())\nprint(a - b)\n```", "tests": tests}
+        ),
+        json.dumps({"response": "```python\nprint(1)\n```"}),
+    ]
+    out, _ = score(tmp_path, "code", lines, capsys)
+    assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input"]
+    assert [o["score"] for o in out] == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.slow
+def test_rlvr_score_command_starts_and_removes_its_own_ray(tmp_path):
+    """The console command end to end: no Ray around, so it starts a private one and cleans it up."""
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(
+        json.dumps({"response": r"\boxed{7}", "ground_truth": "7"})
+        + "\n{broken\n"
+        + json.dumps({"response": r"\boxed{8}", "ground_truth": "7"})
+        + "\n"
+    )
+    before = set(Path("/tmp").glob("rlvr-score-*"))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlvr_launch.cli",
+            "score",
+            "--verifier",
+            "math",
+            "--input",
+            str(src),
+            "--output",
+            str(dst),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = [json.loads(x) for x in dst.read_text().splitlines()]
+    assert [o["status"] for o in out] == ["ok", "invalid_input", "wrong"]
+    assert "rlvr score: math: 3 lines" in proc.stderr
+    assert set(Path("/tmp").glob("rlvr-score-*")) <= before  # its temp dir is gone
