@@ -23,10 +23,13 @@ import subprocess
 import sys
 import threading
 import time
+from fractions import Fraction
 from typing import Any
 
 # How long a fresh worker may take to import sympy before it is declared broken.
 _START_TIMEOUT_S = 60.0
+# Address-space limit of a worker process (sympy on adversarial input can eat memory).
+_MEMORY_LIMIT = 4 << 30
 # Workers kept at most (each is one process importing sympy, ~60 MB).
 _MAX_WORKERS = 2
 
@@ -41,6 +44,12 @@ class _Worker:
             start_new_session=True,
         )
         self._buf = b""
+        try:  # bound the worker's memory (a best effort: not every platform has prlimit)
+            import resource
+
+            resource.prlimit(self.proc.pid, resource.RLIMIT_AS, (_MEMORY_LIMIT, _MEMORY_LIMIT))
+        except (ImportError, AttributeError, OSError, ValueError):
+            pass
         if self._readline(time.monotonic() + _START_TIMEOUT_S) != "ready":
             self.kill()
             raise RuntimeError("sympy worker failed to start")
@@ -223,7 +232,86 @@ def _to_sympy(node: list[Any], sp: Any) -> Any:
     raise ValueError(f"unknown node {op!r}")
 
 
+_POINTS = ("0.5377", "1.8339", "-2.2588", "0.8622", "0.3188", "-1.3077", "-0.4336", "0.3426")
+
+
+def _mp_eval(node: list[Any], env: dict[str, Any], mp: Any) -> Any:
+    op = node[0]
+    ev = lambda n: _mp_eval(n, env, mp)
+    if op == "num":
+        q = Fraction(node[1])
+        return mp.mpf(q.numerator) / q.denominator
+    if op == "var":
+        if node[1] == "e":
+            return mp.e
+        if node[1] == "i":
+            return mp.mpc(0, 1)
+        return env[node[1]]
+    if op == "pi":
+        return mp.pi
+    if op == "inf":
+        return mp.inf
+    if op == "add":
+        return ev(node[1]) + ev(node[2])
+    if op == "neg":
+        return -ev(node[1])
+    if op == "mul":
+        return ev(node[1]) * ev(node[2])
+    if op in ("div", "frac"):
+        return ev(node[1]) / ev(node[2])
+    if op == "pow":
+        return mp.power(ev(node[1]), ev(node[2]))
+    if op == "sqrt":
+        return mp.sqrt(mp.mpc(ev(node[1])))
+    if op == "root":
+        return mp.power(mp.mpc(ev(node[2])), 1 / ev(node[1]))
+    if op == "abs":
+        return abs(ev(node[1]))
+    if op == "fact":
+        return mp.factorial(ev(node[1]))
+    if op == "binom":
+        return mp.binomial(ev(node[1]), ev(node[2]))
+    if op == "log":
+        return mp.log(ev(node[2]), ev(node[1]))
+    if op == "fn":
+        name = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "ln": "log"}.get(node[1], node[1])
+        return getattr(mp, name)(mp.mpc(ev(node[2])) if name in ("log", "asin", "acos") else ev(node[2]))
+    raise ValueError(op)
+
+
+def _symbols(node: list[Any], out: set[str]) -> set[str]:
+    if node[0] == "var" and node[1] not in ("e", "i"):
+        out.add(node[1])
+    for child in node[1:]:
+        if isinstance(child, list):
+            _symbols(child, out)
+    return out
+
+
+def _numerically_different(a: list[Any], b: list[Any]) -> bool:
+    """True only when 40-digit evaluation shows a clear difference at some sample point."""
+    import mpmath
+
+    names = sorted(_symbols(a, set()) | _symbols(b, set()))
+    with mpmath.workdps(40):
+        for p in range(3 if names else 1):
+            env = {n: mpmath.mpf(_POINTS[(p * 3 + j) % len(_POINTS)]) + j for j, n in enumerate(names)}
+            try:
+                va, vb = _mp_eval(a, env, mpmath), _mp_eval(b, env, mpmath)
+            except (ZeroDivisionError, ValueError, OverflowError, KeyError, TypeError):
+                continue
+            if not (mpmath.isfinite(va) and mpmath.isfinite(vb)):
+                continue
+            scale = max(1, abs(va), abs(vb))
+            if abs(va - vb) > mpmath.mpf(10) ** -25 * scale:
+                return True
+    return False
+
+
 def _decide(a: Any, b: Any, sp: Any) -> bool:
+    # A clear numeric difference at a sample point settles it without sympy (reject only).
+    if _numerically_different(a, b):
+        return False
     diff = _to_sympy(a, sp) - _to_sympy(b, sp)
     if diff == 0:
         return True
