@@ -15,7 +15,8 @@ counts the prompts dispatched as refills; once they reach (max_num_gen_batches -
 then on are admitted (their GRPO advantage is 0, so they add no gradient, only dilute the token
 normaliser), the step proceeds, a warning is logged and the step's metrics say so:
 
-    training/filter_groups/budget_exhausted               1 when this step hit the budget, else 0
+    training/filter_groups/budget_exhausted               1 when the budget ran out with zero-variance
+                                                          groups still in the batch, else 0
     training/filter_groups/admitted_zero_variance_groups   zero-variance groups let through
     training/filter_groups/refill_prompts                  prompts generated as refills this step
 
@@ -84,9 +85,14 @@ class RefillBudget:
     def admit(self, uids: set) -> None:
         self.admitted_uids |= set(uids)
 
+    @property
+    def batch_unfilled(self) -> bool:
+        """The budget ran out and zero-variance groups had to be let into the batch."""
+        return self.exhausted and bool(self.admitted_uids)
+
     def metrics(self) -> dict[str, float]:
         return {
-            BUDGET_EXHAUSTED: float(self.exhausted),
+            BUDGET_EXHAUSTED: float(self.batch_unfilled),
             ADMITTED_ZERO_VARIANCE: float(len(self.admitted_uids)),
             REFILL_PROMPTS: float(self.refill_prompts),
         }
@@ -206,7 +212,7 @@ def _build_class():
             )
             metrics = dict(metrics)
             metrics.update(self.refill_budget.metrics())
-            if self.refill_budget.exhausted:
+            if self.refill_budget.batch_unfilled:
                 logger.warning(
                     "dynamic sampling (DAPO) could not fill step %s's batch with informative groups within "
                     "max_num_gen_batches=%s (%s refill prompts): admitted %s zero-variance groups. The task may be "

@@ -77,10 +77,19 @@ def test_after_the_budget_zero_variance_groups_are_admitted_and_counted():
     _finish_groups(sampler, {"a": 1.0, "b": None, "c": 0.0})
     filtered, counts = sampler._dapo_filtered_keys("train")
     assert filtered == set() and counts == Counter()
+    assert sampler.refill_budget.batch_unfilled
     metrics = sampler.refill_budget.metrics()
     assert metrics[ds.BUDGET_EXHAUSTED] == 1.0
     assert metrics[ds.ADMITTED_ZERO_VARIANCE] == 2.0
     assert metrics[ds.REFILL_PROMPTS] == 2.0
+
+
+def test_a_spent_budget_without_zero_variance_groups_is_not_reported_as_unfilled():
+    sampler = _sampler([], max_num_gen_batches=1)  # no refills allowed at all
+    assert sampler.refill_budget.exhausted
+    _finish_groups(sampler, {"a": None, "b": None})
+    assert sampler._dapo_filtered_keys("train") == (set(), Counter())
+    assert sampler.refill_budget.metrics()[ds.BUDGET_EXHAUSTED] == 0.0
 
 
 def test_validation_is_never_filtered():
