@@ -6,7 +6,7 @@ they start Ray), so the actors' own registries know these names.
 `pool_test_echo`: the response is "<int>" or a command; ok (score 1) when the int equals the ground truth,
 wrong (score 0) otherwise. Commands: "sleep:<s>:<int>" sleeps s seconds first; "hang" sleeps for an hour;
 "crash" ends the actor process at once (a segfault-like death); "raise" raises; "pid" answers with the
-actor's pid in `detail`.
+actor's pid in `detail`; "env:NAME" answers with the actor's value of NAME.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class EchoVerifier(registry.Verifier):
             raise RuntimeError("deliberate verifier bug")
         if response == "pid":
             return Verdict(1.0, OK, str(os.getpid()))
+        if response.startswith("env:"):
+            return Verdict(1.0, OK, os.environ.get(response[4:], "<unset>"))
         if response.startswith("sleep:"):
             _, seconds, response = response.split(":", 2)
             time.sleep(float(seconds))

@@ -279,3 +279,13 @@ def test_two_clients_with_the_same_name_share_the_actors(local_ray):
         assert result.verdicts[0].status == OK
     finally:
         first.shutdown()
+
+
+@pytest.mark.slow
+def test_configured_environment_reaches_the_actors(local_ray):
+    pool = make_pool("t-env", env={"RLVR_POOL_TEST_SETTING": "seven"})
+    try:
+        result = pool.verify("pool_test_echo", [Item("env:RLVR_POOL_TEST_SETTING", 0)] * 3)
+        assert [v.detail for v in result.verdicts] == ["seven"] * 3
+    finally:
+        pool.shutdown()

@@ -139,6 +139,13 @@ class PoolConfig:
     imports: tuple[str, ...] = field(
         default=(), metadata={"help": "Modules each actor imports first (to register user verifiers)."}
     )
+    env: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Environment variables of each actor process (e.g. RLVR_SANDBOX_WORKERS, "
+            "RLVR_SANDBOX_ALLOW_WEAKER_ISOLATION); set through the actor's runtime_env."
+        },
+    )
     namespace: str | None = field(
         default=None, metadata={"help": "Ray namespace of the actors; None: the current job's namespace."}
     )
@@ -173,6 +180,8 @@ class PoolConfig:
         for key in ("preload", "imports"):
             if key in values and values[key] is not None:
                 values[key] = tuple(values[key])
+        if values.get("env") is not None:
+            values["env"] = dict(values["env"])
         return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
@@ -378,6 +387,8 @@ class VerifierPool:
             opts["namespace"] = cfg.namespace
         if cfg.resource_name:
             opts["resources"] = {cfg.resource_name: cfg.resource_per_actor}
+        if cfg.env:
+            opts["runtime_env"] = {"env_vars": {str(k): str(v) for k, v in cfg.env.items()}}
         return opts
 
     def _create(self, slot: _Slot) -> None:
