@@ -41,6 +41,13 @@ def _server_name(replica_rank: int, node_rank: int, name_suffix: str = "") -> st
     return f"{SERVER_NAME_PREFIX}server_{replica_rank}_{node_rank}{name_suffix}"
 
 
+def _field(config: Any, key: str) -> Any:
+    """A field of a dataclass config or of a DictConfig (verl passes either), None when absent."""
+    if hasattr(config, "get") and not hasattr(config, "__dataclass_fields__"):
+        return config.get(key)
+    return getattr(config, key, None)
+
+
 def _eos_ids(model, tokenizer) -> set[int]:
     ids: set[int] = set()
     for source in (getattr(model, "generation_config", None), getattr(model, "config", None), tokenizer):
@@ -78,12 +85,12 @@ class HFServer:
         self.model_config = model_config
         self.replica_rank = replica_rank
         self.global_steps: Optional[int] = None
-        path = model_config.local_path or model_config.path
+        path = os.path.expanduser(_field(model_config, "local_path") or _field(model_config, "path"))
         torch.set_num_threads(max(1, int(os.environ.get("RLVR_ROLLOUT_THREADS", "1"))))
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
         self.model.eval()
-        self.eos_ids = _eos_ids(self.model, model_config.tokenizer)
-        self.pad_id = getattr(model_config.tokenizer, "pad_token_id", None)
+        self.eos_ids = _eos_ids(self.model, _field(model_config, "tokenizer"))
+        self.pad_id = self.model.config.pad_token_id
         if self.pad_id is None:
             self.pad_id = next(iter(self.eos_ids), 0)
         self.generator = torch.Generator().manual_seed(int(getattr(config, "seed", 0) or 0) + replica_rank)
