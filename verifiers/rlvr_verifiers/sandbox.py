@@ -421,6 +421,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._started = False
+        self._stats = {"jobs_started": 0, "jobs_cancelled": 0, "worker_restarts": 0}
 
     # ---- lifecycle
 
@@ -542,6 +543,15 @@ class Sandbox:
     def weaker_isolation(self) -> tuple[str, ...]:
         return self._weaker
 
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (for monitoring, and for tests that kill one)."""
+        return [w.proc.pid for w in self._workers if w.proc is not None and w.proc.poll() is None]
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start: jobs started on a worker, jobs cancelled before they started, restarts."""
+        with self._lock:
+            return dict(self._stats)
+
     # ---- running jobs
 
     def submit(self, job: Job) -> concurrent.futures.Future[RunResult]:
@@ -576,7 +586,11 @@ class Sandbox:
                 return
             job, future = entry
             if not future.set_running_or_notify_cancel():
+                with self._lock:
+                    self._stats["jobs_cancelled"] += 1
                 continue
+            with self._lock:
+                self._stats["jobs_started"] += 1
             try:
                 result = self._run_on(worker, job)
             except BaseException as e:  # noqa: BLE001 - a future must never be left pending
@@ -613,6 +627,8 @@ class Sandbox:
         )
 
     def _restart(self, worker: _Worker) -> None:
+        with self._lock:
+            self._stats["worker_restarts"] += 1
         worker.stop(1.0)
         hello = worker.start()
         report = self._build_report([hello])

@@ -297,8 +297,25 @@ def _landlock_fs_rights(abi):
     return rights
 
 
-def _landlock_restrict(abi, read_paths, rw_paths, job_dir, net, scope):
-    """Writes only beneath job_dir (and rw_paths, e.g. /dev/null); reads only beneath read_paths."""
+def _landlock_open_rules(read_paths, rw_paths, job_dir):
+    """O_PATH fds and rights of every rule, opened before the uid switch (the job uid may not be able to
+    traverse to them): reads beneath read_paths, read+write of rw_paths (e.g. /dev/null), all beneath
+    job_dir."""
+    read_rights = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
+    rules = []
+    wanted = [(p, read_rights) for p in read_paths] + [(p, LL_READ_FILE | LL_WRITE_FILE) for p in rw_paths]
+    for path, rights in wanted:
+        try:
+            rules.append((os.open(path, os.O_PATH | os.O_CLOEXEC), rights))
+        except OSError:
+            continue  # a listed path that does not exist grants nothing
+    rules.append((os.open(job_dir, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY), -1))  # -1: every right
+    return rules
+
+
+def _landlock_restrict(abi, rules, net, scope):
+    """Restrict this process to `rules` (closing their fds); TCP denied (net) and signals/abstract
+    sockets scoped (scope) where the ABI has them."""
     fs = _landlock_fs_rights(abi)
     attr = _RulesetAttr(fs, 0, 0)
     size = 8
@@ -308,20 +325,13 @@ def _landlock_restrict(abi, read_paths, rw_paths, job_dir, net, scope):
     if scope and abi >= 6:
         attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL
         size = 24
-    ruleset = _syscall(
-        NR_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
-    )
     try:
-        read_rights = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
-        rules = [(p, read_rights) for p in read_paths]
-        rules += [(p, LL_READ_FILE | LL_WRITE_FILE) for p in rw_paths]
-        rules.append((job_dir, fs))
-        for path, rights in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # a listed path that does not exist grants nothing
-            try:
+        ruleset = _syscall(
+            NR_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+        )
+        try:
+            for fd, rights in rules:
+                rights = fs if rights == -1 else rights
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= LL_FILE_RIGHTS
                 rule = _PathBeneathAttr(rights & fs, fd)
@@ -332,11 +342,12 @@ def _landlock_restrict(abi, read_paths, rw_paths, job_dir, net, scope):
                     ctypes.byref(rule),
                     ctypes.c_uint32(0),
                 )
-            finally:
-                os.close(fd)
-        _syscall(NR_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+            _syscall(NR_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+        finally:
+            os.close(ruleset)
     finally:
-        os.close(ruleset)
+        for fd, _ in rules:
+            os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -779,6 +790,12 @@ def _jail(job_dir, fds, timeout_s):
     except (OSError, ValueError) as e:
         report["rlimits"] = (False, f"setrlimit failed: {e}")
     os.chdir(job_dir)
+    rules = None
+    if "landlock_fs" in ENFORCE:
+        try:
+            rules = _landlock_open_rules(STATE["read_paths"], ["/dev/null"], job_dir)
+        except OSError as e:
+            report["landlock_fs"] = (False, f"cannot open the job dir for its Landlock rule: {e}")
     if "uid" in ENFORCE:
         uid, gid = STATE["uid"], STATE["gid"]
         try:
@@ -805,13 +822,11 @@ def _jail(job_dir, fds, timeout_s):
     except OSError:
         pass
     abi = STATE["landlock_abi"]
-    if "landlock_fs" in ENFORCE:
+    if rules is not None:
         try:
             _landlock_restrict(
                 abi,
-                STATE["read_paths"],
-                ["/dev/null"],
-                job_dir,
+                rules,
                 net="landlock_net" in ENFORCE,
                 scope="landlock_scope" in ENFORCE,
             )
