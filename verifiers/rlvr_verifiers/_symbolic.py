@@ -30,8 +30,10 @@ from typing import Any
 _START_TIMEOUT_S = 60.0
 # Address-space limit of a worker process (sympy on adversarial input can eat memory).
 _MEMORY_LIMIT = 4 << 30
-# Workers kept at most (each is one process importing sympy, ~60 MB).
-_MAX_WORKERS = 2
+# Workers kept at most (each is one process importing sympy, ~100 MB): one per core, at least 2.
+_MAX_WORKERS = max(2, os.cpu_count() or 2)
+# How many symbolic time bounds a request may wait for a busy pool before it gives up (-> timeout).
+_WAIT_FACTOR = 10
 
 
 class _Worker:
@@ -121,15 +123,22 @@ class SymbolicPool:
                 self._idle.append(worker)
             self._cond.notify()
 
-    def equal(self, a: Any, b: Any, timeout_s: float) -> bool | None:
-        # Waiting for a busy worker counts against the caller's bound too (plus worker start-up).
-        deadline = time.monotonic() + timeout_s
-        worker = self._acquire(deadline)
+    def equal(self, a: Any, b: Any, timeout_s: float, wait_s: float | None = None) -> bool | None:
+        """True: proven equal; False: not proven (or numerically different); None: timed out.
+
+        `timeout_s` bounds the check itself, from the moment a ready worker has the request. Waiting
+        for a free worker (all busy) and starting one are bounded separately by `wait_s` (default
+        `_WAIT_FACTOR * timeout_s + _START_TIMEOUT_S`), so a burst of hard items cannot turn easy ones
+        into timeouts, yet nothing waits forever.
+        """
+        if wait_s is None:
+            wait_s = _WAIT_FACTOR * timeout_s + _START_TIMEOUT_S
+        worker = self._acquire(time.monotonic() + wait_s)
         if worker is None:
             return None
         answer = None
         try:
-            answer = worker.ask({"a": a, "b": b}, max(0.01, deadline - time.monotonic()))
+            answer = worker.ask({"a": a, "b": b}, timeout_s)
         finally:
             if answer is None:
                 worker.kill()

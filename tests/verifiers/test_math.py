@@ -1,0 +1,369 @@
+r"""The `math` verifier: equivalence across every category of shared/design/verifiers-math.md, in both
+directions (a right answer is accepted, a wrong one is never accepted), the known failures of
+math-verify and verl's prime_math, extraction rules, and pathological inputs finishing within their
+bound, including from a worker thread (where signal.alarm-based timeouts silently do nothing).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rlvr_verifiers import registry
+from rlvr_verifiers.base import Item
+from rlvr_verifiers.math import check, extract_answer
+
+MATH = registry.get("math")
+
+
+def accepted(response: str, reference: str) -> bool:
+    return MATH.verify(Item(response, reference)).status == "ok"
+
+
+def assert_equivalence(answer: str, reference: str, equal: bool) -> None:
+    verdict = check(answer, reference)
+    assert (verdict.status == "ok") is equal, (answer, reference, verdict)
+    assert verdict.score == (1.0 if equal else 0.0)
+
+
+# Each category: (answer, reference, equal?)
+FRACTIONS_DECIMALS = [
+    ("0.5", r"\frac{1}{2}", True),
+    (".5", r"\frac12", True),
+    ("0.75", r"\dfrac{3}{4}", True),
+    (r"\frac{2}{4}", r"\frac{1}{2}", True),  # unreduced fractions: value equality
+    ("2/4", "1/2", True),
+    ("1.50", r"\frac{3}{2}", True),
+    (r"0.\overline{3}", r"\frac13", True),
+    (r"2\frac{1}{2}", r"\frac52", True),  # mixed number
+    ("0.333", r"\frac{1}{3}", False),
+    ("0.67", r"\frac{2}{3}", False),
+    ("0.6666667", r"\frac23", False),
+    ("1.0001", "1", False),
+    ("0.5", r"\frac{1}{5}", False),
+]
+BOXED = [  # (response, reference, equal?) full responses
+    (r"So \boxed{42}.", "42", True),
+    (r"So \boxed {42}.", "42", True),
+    (r"So \fbox{42}.", "42", True),
+    (r"$\boxed{\frac{1}{2}}$", "0.5", True),
+    (r"\boxed{\boxed{7}}", "7", True),
+    (r"first \boxed{3}, corrected: \boxed{5}", "5", True),
+    (r"first \boxed{3}, corrected: \boxed{5}", "3", False),
+    (r"\boxed{4}", r"The solution gives \boxed{4}.", True),
+    (r"\boxed{4}", r"The solution gives \boxed{5}.", False),
+]
+UNITS = [
+    (r"5\text{ cm}", "5", True),
+    (r"5 \text{ cm}^2", "5", True),
+    (r"12 \text{ inches}", "12", True),
+    (r"\$45", "45", True),
+    ("30^\\circ", "30", True),
+    ("30^{\\circ}", "30", True),
+    ("30°", "30", True),
+    (r"7\text{ m}", r"7\text{ m}", True),
+    (r"5\text{ cm}", "6", False),
+    ("30^\\circ", "60", False),
+    (r"5\text{ cm}", r"5\text{ m}", False),  # both carry a unit and they differ
+    ("30^\\circ", r"\frac{\pi}{6}", False),  # units never convert
+]
+PERCENTS = [
+    (r"12.5\%", "12.5", True),
+    (r"50\%", "50", True),
+    ("12.5", r"12.5\%", True),
+    ("5%", "5", True),
+    (r"33\frac{1}{3}\%", r"\frac{100}{3}", True),
+    ("0.42", "42", False),
+    (r"50\%", "0.5", False),  # never rescaled by 100
+    (r"0.5\%", "50", False),
+    (r"7\%", "8", False),
+]
+INTERVALS = [
+    ("(1,2]", "(1, 2]", True),
+    (r"(-\infty, 3)", r"(-\infty,3)", True),
+    (r"\left[ 1, 2 \right]", "[1,2]", True),
+    (r"[\frac12, 3]", "[0.5, 3]", True),
+    (r"(-\infty,1)\cup(2,\infty)", r"(2,\infty)\cup(-\infty,1)", True),
+    ("(1,2]", "[1,2]", False),
+    ("(1,2]", "(1,2)", False),
+    (r"(-\infty,3]", r"(-\infty,3)", False),
+    ("[-2, 2]", "[2,-2]", False),
+    (r"(-\infty,1)\cup(2,\infty)", r"(-\infty,1]\cup(2,\infty)", False),
+]
+SETS = [
+    (r"\{1,2,3\}", r"\{3,1,2\}", True),
+    ("1, 2, 3", "3, 2, 1", True),
+    (r"\emptyset", r"\varnothing", True),
+    (r"\emptyset", r"\{\}", True),
+    (r"\{-1, 1\}", "-1, 1", True),
+    (r"\{\frac12, 2\}", r"\{2, 0.5\}", True),
+    (r"\{1,2\}", r"\{1,2,3\}", False),
+    (r"\{0\}", r"\emptyset", False),
+    ("2, -2", "2", False),
+    ("(1,2)", "1, 2", False),  # an ordered tuple is not a bare list
+]
+TUPLES = [
+    ("(1,2)", "(1, 2)", True),
+    (r"(\frac12, 2)", "(0.5,2)", True),
+    ("(1,2)", "(2,1)", False),
+    ("(1,2,3)", "(1,2)", False),
+    ("(1,2)", "[1,2]", False),
+]
+THOUSANDS = [
+    ("1,000", "1000", True),
+    (r"1\,000", "1000", True),
+    ("1{,}000", "1000", True),
+    (r"10,\!000", "10000", True),
+    (r"2\,500", "2500", True),
+    ("1,000,000", "10^6", True),
+    ("1,234.5", "1234.5", True),
+    ("1 000", "1000", True),
+    (r"1\,000", "0", False),
+    (r"2\,500", "502", False),
+    ("1,000", "1", False),
+    (r"1\,00", "100", False),  # a group that is not three digits is not a number
+]
+NEGATIVES = [
+    ("-5", "-5", True),
+    ("- 5", "-5", True),
+    ("\u22125", "-5", True),  # unicode minus
+    (r"-\frac{1}{2}", r"\frac{-1}{2}", True),
+    (r"-\frac{1}{2}", r"\frac{1}{-2}", True),
+    ("-(-3)", "3", True),
+    ("-0", "0", True),
+    ("-2^2", "-4", True),
+    ("-5", "5", False),
+    (r"-\sqrt{2}", r"\sqrt{2}", False),
+    ("(-1)^2", "-1", False),
+    ("-2^2", "4", False),
+]
+SYMBOLIC = [
+    (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}", True),
+    (r"2\sqrt{3}", r"\sqrt{12}", True),
+    (r"\pi/2", r"\frac{\pi}{2}", True),
+    ("3^4", "81", True),
+    ("x^2+2x+1", "(x+1)^2", True),
+    (r"\frac{1}{1+\sqrt2}", r"\sqrt2-1", True),
+    (r"\sin^2 x+\cos^2 x", "1", True),
+    (r"\log_2 8", "3", True),
+    ("i^2", "-1", True),
+    (r"\sqrt[3]{27}", "3", True),
+    ("10!", "3628800", True),
+    (r"\binom{5}{2}", "10", True),
+    ("8^{2/3}", "4", True),
+    (r"1.5\times10^{3}", "1500", True),
+    ("3^4", "4^3", False),  # ^ is power, never XOR (sympy's parse_expr would say 7 == 7)
+    (r"2\pi", "6.28", False),
+    (r"\pi", "3.14159", False),
+    (r"\sqrt2+\sqrt3", r"\sqrt5", False),
+    ("(x+1)^2", "x^2+1", False),
+    (r"\log_2 8", "4", False),
+    (r"\cos(\pi/3)", r"\frac{\sqrt3}{2}", False),
+    (r"\frac{1}{\sqrt{3}+1}", r"\frac{\sqrt3+1}{2}", False),
+]
+EQUATIONS_CHOICES_TEXT = [
+    ("x=5", "5", True),
+    ("5", "x=5", True),
+    ("y = 2x+3", "2x+3", True),
+    ("x = 5", "y=5", False),
+    ("x = 3", "4", False),
+    ("(B)", "B", True),
+    ("B", r"\text{(B)}", True),
+    (r"\textbf{(B) } 12", "B", True),
+    ("(C)", "B", False),
+    (r"\text{Monday}", "Monday", True),
+    (r"\text{yes}", "Yes", True),
+    (r"\text{no}", "yes", False),
+    ("x > 3", "3 < x", True),
+    ("x > 3", "x < 3", False),
+]
+
+
+@pytest.mark.parametrize(
+    "answer,reference,equal",
+    FRACTIONS_DECIMALS
+    + UNITS
+    + PERCENTS
+    + INTERVALS
+    + SETS
+    + TUPLES
+    + THOUSANDS
+    + NEGATIVES
+    + SYMBOLIC
+    + EQUATIONS_CHOICES_TEXT,
+)
+def test_equivalence_categories_accept_right_and_reject_wrong(
+    answer: str, reference: str, equal: bool
+) -> None:
+    assert_equivalence(answer, reference, equal)
+
+
+@pytest.mark.parametrize("response,reference,equal", BOXED)
+def test_boxed_variants_and_last_box_wins(response: str, reference: str, equal: bool) -> None:
+    assert accepted(response, reference) is equal
+
+
+@pytest.mark.parametrize(
+    "answer,reference,equal",
+    [
+        # math-verify 0.9.0 rejected these right answers...
+        (r"12.5\%", "12.5", True),
+        ("5.", "5", True),
+        (r"\emptyset", r"\varnothing", True),
+        (r"1\,000", "1000", True),
+        # ...and accepted these wrong ones (1\,000 read as 1*000, 2\,500 as 502).
+        (r"1\,000", "0", False),
+        (r"2\,500", "502", False),
+        # verl prime_math accepted these wrong ones (percent leniency, 1e-4 tolerance, ^ as XOR).
+        ("0.42", "42", False),
+        ("1.0001", "1", False),
+        ("3^4", "4^3", False),
+    ],
+)
+def test_known_failures_of_math_verify_and_prime_math(answer: str, reference: str, equal: bool) -> None:
+    assert_equivalence(answer, reference, equal)
+
+
+def test_boxed_thousand_is_not_zero_in_a_full_response() -> None:
+    assert not accepted(r"The total is $\boxed{1\,000}$.", "0")
+    assert accepted(r"The total is $\boxed{1\,000}$.", "1000")
+
+
+@pytest.mark.parametrize(
+    "response,expected",
+    [
+        (r"so the answer is \boxed{\frac{1}{2}}.", r"\frac{1}{2}"),
+        (r"\boxed{a{b{c}}}", "a{b{c}}"),
+        ("Answer: $42$", "42"),
+        ("blah\nThe answer is 7.", "7"),
+        ("Final Answer: The final answer is $8$. I hope it is correct.", "8"),
+        ("We get\n$x = 3$", "x = 3"),
+        ("**Answer:** 12", "12"),
+        ("so the total is 12.", "12"),
+        ("I think it might be 5 or 6.", None),
+    ],
+)
+def test_extraction_rules(response: str, expected: str | None) -> None:
+    assert extract_answer(response) == expected
+
+
+def test_hedging_with_two_math_answers_is_not_read_as_the_first() -> None:
+    assert not accepted("The answer is $3$ or $5$.", "3")
+    assert not accepted("The answer is $3$ or $5$.", "5")
+    assert not accepted(r"\boxed{3, 5}", "3")  # a list is not a number
+    assert not accepted(r"\boxed{3 \text{ or } 5}", "3")
+
+
+def test_truncated_last_box_is_a_parse_error_not_an_earlier_box() -> None:
+    verdict = MATH.verify(Item(r"first \boxed{3} then \boxed{3", "3"))
+    assert verdict.status == "parse_error"
+
+
+def test_missing_answer_is_a_parse_error_and_bad_reference_invalid_input() -> None:
+    assert MATH.verify(Item("I have no idea.", "3")).status == "parse_error"
+    assert MATH.verify(Item(r"\boxed{3}", ["3"])).status == "invalid_input"
+    assert MATH.verify(Item(r"\boxed{3}", "")).status == "invalid_input"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(10**6), 10**6), st.integers(0, 12), st.integers(0, 12))
+def test_any_terminating_fraction_equals_its_decimal(num: int, twos: int, fives: int) -> None:
+    den = 2**twos * 5**fives
+    k = max(twos, fives)
+    digits = str(abs(num) * 10**k // den).rjust(k + 1, "0")  # exact: den divides 10^k
+    decimal = ("-" if num < 0 else "") + (digits[:-k] + "." + digits[-k:] if k else digits)
+    assert check(decimal, rf"\frac{{{num}}}{{{den}}}").status == "ok"
+    # One more digit changes the value by 10^-(k+1): never equal.
+    nudged = decimal + "1" if k else decimal + ".1"
+    assert check(nudged, rf"\frac{{{num}}}{{{den}}}").status == "wrong"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 50), st.integers(1, 50), st.integers(1, 50), st.integers(1, 50))
+def test_fraction_equality_is_exact_value_equality(a: int, b: int, c: int, d: int) -> None:
+    equal = Fraction(a, b) == Fraction(c, d)
+    assert (check(rf"\frac{{{a}}}{{{b}}}", f"{c}/{d}").status == "ok") is equal
+
+
+PATHOLOGICAL = [
+    (r"\boxed{9^{9^{9^9}}}", "1"),
+    (r"\boxed{2^{2^{30}}}", "2"),
+    (r"\boxed{(x+1)^{10000}}", "1"),
+    (r"\boxed{10000!}", "1"),
+    (r"\boxed{" + "(" * 2000 + "1" + ")" * 2000 + "}", "1"),
+    (r"\boxed{" + r"\frac{1}{" * 500 + "2" + "}" * 500 + "}", "2"),
+    (r"\boxed{\sin(\sin(\sin(x^{x^{x}})))}", "1"),
+    ("x " * 500_000 + r"\boxed{17}", "18"),
+    ("{" * 200_000 + r"\boxed{17}", "18"),
+    (r"\boxed{" + "1+" * 5000 + "1}", "5001"),
+]
+
+
+@pytest.mark.parametrize("response,reference", PATHOLOGICAL)
+def test_pathological_inputs_finish_within_their_bound_and_are_never_accepted(
+    response: str, reference: str
+) -> None:
+    start = time.monotonic()
+    verdict = MATH.verify(Item(response, reference))
+    elapsed = time.monotonic() - start
+    assert verdict.status != "ok"
+    # The bound: the symbolic timeout (3 s) plus worker start-up slack on a loaded 2-core machine.
+    assert elapsed < 15, (elapsed, verdict)
+
+
+def test_megabyte_response_with_the_right_answer_is_still_accepted() -> None:
+    assert accepted("word " * 250_000 + r"so \boxed{17}", "17")
+
+
+# An identity only sympy can prove (trig blocks the exact path) whose expansion takes sympy seconds.
+SLOW_IDENTITY = (
+    r"(\sin(x)+y+z)^{120}",
+    r"(\sin(x)+y+z)^{119}(\sin(x)+y)+(\sin(x)+y+z)^{119}z",
+)
+
+
+def test_symbolic_check_past_its_bound_reports_timeout_not_wrong_or_ok() -> None:
+    start = time.monotonic()
+    verdict = check(*SLOW_IDENTITY, timeout_s=0.5)
+    assert verdict.status == "timeout", verdict
+    assert verdict.score == 0.0
+    assert time.monotonic() - start < 5
+
+
+def test_timeouts_work_from_worker_threads() -> None:
+    """signal.alarm only works on the main thread; our bound must hold in a ThreadPoolExecutor."""
+    cases = [
+        (r"\boxed{9^{9^{9^9}}}", "1", "timeout"),
+        (r"\boxed{2^{2^{30}}}", "2", "timeout"),
+        (r"\boxed{\frac{1}{1+\sqrt2}}", r"\sqrt2-1", "ok"),
+        (r"\boxed{\sin^2 x+\cos^2 x}", "1", "ok"),
+        (r"\boxed{" + SLOW_IDENTITY[0] + "}", SLOW_IDENTITY[1], "timeout"),
+        (r"\boxed{\sin(x)}", r"\cos(x)", "wrong"),
+    ] * 2
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        verdicts = list(pool.map(lambda c: MATH.verify(Item(c[0], c[1], {"symbolic_timeout_s": 1.0})), cases))
+    elapsed = time.monotonic() - start
+    assert [v.status for v in verdicts] == [c[2] for c in cases]
+    # 12 checks, at most 4 at a time, each bounded by 1 s plus worker start-up: far below serial sympy.
+    assert elapsed < 30, elapsed
+
+
+def test_symbolic_worker_is_killed_on_timeout_and_replaced() -> None:
+    from rlvr_verifiers import _symbolic
+    from rlvr_verifiers.math import parse_expr
+
+    pool = _symbolic.SymbolicPool(max_workers=1)
+    try:
+        a, b = parse_expr(SLOW_IDENTITY[0]), parse_expr(SLOW_IDENTITY[1])
+        assert pool.equal(a, b, 0.3) is None  # timed out
+        assert pool._count == 0 and not pool._idle  # the worker was killed, not returned to the pool
+        one = parse_expr("1")
+        assert pool.equal(one, one, 60.0) is True  # a fresh worker answers
+        assert pool.equal(parse_expr(r"\sin(x)"), parse_expr(r"\cos(x)"), 60.0) is False
+    finally:
+        pool.close()
