@@ -82,12 +82,19 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args)
         run_dir = run_dir_for(args)
         print(f"rlvr job {args.job_id}: run dir {run_dir}", flush=True)
+        # run_training's ray.init passes the workers' env vars (worker_env, verl's own) again; inside a
+        # job Ray refuses a runtime_env that repeats the job's keys unless the driver's may override
+        # them. Only same-named env vars are overridden; the job's py_modules and other env vars stay.
+        os.environ["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"
         from rlvr_launch.train import run_training
 
-        run_training(cfg, run_dir)
+        status = run_training(cfg, run_dir)
     except UserError as e:
         print(f"rlvr job: error: {e}", file=sys.stderr)
         return 2
+    if status:
+        print(f"rlvr job {args.job_id}: training ended with status {status}", file=sys.stderr, flush=True)
+        return int(status)
     print(f"rlvr job {args.job_id}: finished; metrics in {run_dir / 'metrics.jsonl'}", flush=True)
     return 0
 

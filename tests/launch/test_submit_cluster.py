@@ -1,0 +1,230 @@
+"""`rlvr submit`, `status`, `logs`, `stop` against a REAL Ray head on loopback with token auth ON.
+
+The head (tests/launch/loopback_ray.py) has its own free ports, temp dir, HOME and token, declares one
+logical GPU (verl's resource check counts GPUs; rlvr's cpu platform does the work) and the verifier
+pool's custom resource, and is stopped by pid, never with a bare `ray stop`. Every command runs as the
+installed `rlvr` console script in a subprocess with a private HOME, so the machine's own
+~/.ray/auth_token is never read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from loopback_ray import free_ports, start_head
+
+RLVR = str(Path(sys.executable).with_name("rlvr"))
+SECRET_NAME = "RLVR_TEST_SECRET"
+SECRET_VALUE = "tok-3f9c2e71d8a54b0c-never-print-me"
+TWO_STEPS = ["experiment=cpu_demo", "trainer.total_training_steps=2"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def head():
+    # A short root: Ray's unix socket paths must stay under 107 bytes.
+    root = Path(tempfile.mkdtemp(prefix="rlvr-rh-", dir="/tmp"))
+    ray = start_head(root, num_cpus=8, num_gpus=1, resources={"rlvr_verifier": 4})
+    try:
+        yield ray
+    finally:
+        ray.stop()
+
+
+def rlvr(head, *args: str, with_token: bool = True, extra_env: dict | None = None, timeout: float = 900):
+    env = head.client_env(with_token=with_token) if head is not None else _bare_env()
+    env.update(extra_env or {})
+    return subprocess.run(
+        [RLVR, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _bare_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["HOME"] = tempfile.mkdtemp(prefix="rlvr-home-")
+    return env
+
+
+def _job_id(stdout: str) -> str:
+    for line in stdout.splitlines():
+        if line.startswith("submitted job "):
+            return line.split()[2]
+    raise AssertionError(f"no job id in:\n{stdout}")
+
+
+def _api(head, path: str):
+    import urllib.request
+
+    request = urllib.request.Request(
+        head.dashboard_url + path, headers={"Authorization": f"Bearer {head.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_submit_follow_trains_and_leaves_metrics(head, tmp_path):
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    out = rlvr(
+        head,
+        "submit",
+        "--address",
+        head.dashboard_url,
+        "--follow",
+        "--run-dir",
+        str(run_dir),
+        "--secret-env",
+        SECRET_NAME,
+        "--env",
+        "RLVR_TEST_PLAIN=visible",
+        *TWO_STEPS,
+        extra_env={SECRET_NAME: SECRET_VALUE},
+    )
+    elapsed = time.monotonic() - started
+    print(f"rlvr submit --follow, 2 CPU steps: {elapsed:.1f} s wall")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "SUCCEEDED" in out.stderr
+    job_id = _job_id(out.stdout)
+
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = sorted({int(r["step"]) for r in rows if "step" in r})
+    assert steps[-1] == 2, steps
+    assert (run_dir / "config.yaml").is_file()
+
+    # The secret reached the job but is printed nowhere: not by submit, status, logs or the metadata.
+    info = _api(head, f"/api/jobs/{job_id}")
+    assert info["runtime_env"]["env_vars"][SECRET_NAME] == SECRET_VALUE
+    assert "working_dir" not in info["runtime_env"], "rlvr must not invent a working_dir"
+    assert (
+        any(m.endswith("rlvr_jobspec") or "rlvr_jobspec" in m for m in info["runtime_env"]["py_modules"])
+        or info["runtime_env"]["py_modules"]
+    )
+    assert SECRET_VALUE not in json.dumps(info["metadata"])
+    status = rlvr(head, "status", job_id, "--address", head.dashboard_url)
+    listing = rlvr(head, "status", "--address", head.dashboard_url)
+    logs = rlvr(head, "logs", job_id, "--address", head.dashboard_url)
+    assert status.returncode == listing.returncode == logs.returncode == 0
+    assert "SUCCEEDED" in status.stdout and SECRET_NAME in status.stdout and job_id in listing.stdout
+    for text in (out.stdout, out.stderr, status.stdout, listing.stdout, logs.stdout, logs.stderr):
+        assert SECRET_VALUE not in text
+    assert f"{SECRET_NAME}=<from your environment>" in out.stdout
+
+
+def test_stop_ends_a_running_job_and_its_follower_says_stopped(head, tmp_path):
+    started = time.monotonic()
+    out = rlvr(
+        head,
+        "submit",
+        "--address",
+        head.dashboard_url,
+        "--run-dir",
+        str(tmp_path / "run"),
+        "experiment=cpu_demo",
+    )
+    round_trip = time.monotonic() - started
+    print(f"rlvr submit round trip (compose + validate + upload + submit): {round_trip:.1f} s")
+    assert out.returncode == 0, out.stderr[-3000:]
+    job_id = _job_id(out.stdout)
+
+    deadline = time.monotonic() + 120
+    while _api(head, f"/api/jobs/{job_id}")["status"] != "RUNNING":
+        assert time.monotonic() < deadline, "the job never started running"
+        time.sleep(0.5)
+    follower = subprocess.Popen(
+        [RLVR, "logs", job_id, "--follow", "--address", head.dashboard_url],
+        env=head.client_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    stop = rlvr(head, "stop", job_id, "--address", head.dashboard_url)
+    assert stop.returncode == 0, stop.stderr
+    assert "STOPPED" in stop.stdout
+    _, follower_err = follower.communicate(timeout=120)
+    assert follower.returncode == 3, follower_err
+    assert "STOPPED" in follower_err
+    status = rlvr(head, "status", job_id, "--address", head.dashboard_url)
+    assert "status:     STOPPED" in status.stdout
+    again = rlvr(head, "stop", job_id, "--address", head.dashboard_url)
+    assert again.returncode == 0 and "already ended: STOPPED" in again.stdout
+
+
+def test_a_failing_job_exits_nonzero_with_its_message_and_log_tail(head, tmp_path):
+    # A recipe that composes here but cannot run there: the data directory does not exist on the "cluster".
+    out = rlvr(
+        head,
+        "submit",
+        "--address",
+        head.dashboard_url,
+        "--follow",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--env",
+        "RLVR_DATA_DIR=/nonexistent/rlvr-data",
+        *TWO_STEPS,
+        "rlvr.prepare=[tiny_model]",
+    )
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "FAILED" in out.stderr
+    assert "--- last 40 lines of the job's log ---" not in out.stderr  # --follow already streamed the log
+    job_id = _job_id(out.stdout)
+    follow_again = rlvr(head, "logs", job_id, "--follow", "--address", head.dashboard_url)
+    assert follow_again.returncode == 1
+    assert "--- last 40 lines of the job's log ---" in follow_again.stderr
+    assert "/nonexistent/rlvr-data" in follow_again.stderr
+
+
+def test_wrong_token_is_refused_with_403_and_how_to_get_the_right_one(head, tmp_path):
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("0" * 64)
+    out = rlvr(head, "status", "--address", head.dashboard_url, "--auth-token-file", str(wrong))
+    assert out.returncode == 2
+    assert "403" in out.stderr and "rejected the auth token" in out.stderr and str(wrong) in out.stderr
+    assert "ray get-auth-token" in out.stderr
+    assert "0" * 64 not in out.stderr + out.stdout
+    assert "disable" not in out.stderr.lower()
+
+
+def test_missing_token_says_where_rlvr_looked(head):
+    out = rlvr(head, "status", "--address", head.dashboard_url, with_token=False)
+    assert out.returncode == 2
+    assert "requires an auth token and none was found" in out.stderr
+    for place in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token", "--auth-token-file"):
+        assert place in out.stderr
+    assert "disable" not in out.stderr.lower()
+    assert head.token not in out.stderr + out.stdout
+
+
+def test_token_from_the_environment_works(head):
+    out = rlvr(
+        head,
+        "status",
+        "--address",
+        head.dashboard_url,
+        with_token=False,
+        extra_env={"RAY_AUTH_TOKEN": head.token},
+    )
+    assert out.returncode == 0, out.stderr
+    assert head.token not in out.stdout + out.stderr
+
+
+def test_unknown_job_is_a_clear_error(head):
+    out = rlvr(head, "logs", "rlvr-no-such-job", "--address", head.dashboard_url)
+    assert out.returncode == 2 and "no job 'rlvr-no-such-job'" in out.stderr
+
+
+def test_submit_to_a_dead_address_says_it_cannot_reach_it():
+    port = free_ports(1)[0]
+    out = rlvr(None, "submit", "--address", f"http://127.0.0.1:{port}", *TWO_STEPS)
+    assert out.returncode == 2
+    assert f"cannot reach a Ray dashboard at http://127.0.0.1:{port}" in out.stderr
+    assert "Traceback" not in out.stderr
