@@ -367,3 +367,35 @@ def test_symbolic_worker_is_killed_on_timeout_and_replaced() -> None:
         assert pool.equal(parse_expr(r"\sin(x)"), parse_expr(r"\cos(x)"), 60.0) is False
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize(
+    "response,reference",
+    [
+        (r"\boxed{A or B}", "B"),
+        (r"\boxed{(A), (B)}", "B"),
+        (r"\boxed{5 \text{ (or 6)}}", "5"),
+        (r"\boxed{5 \text{ or more}}", "5"),
+        (r"\boxed{5 \text{ and } 6}", "5"),
+        (r"\boxed{5 \pm 1}", "5"),
+        (r"\boxed{x = 5 \text{ or } x = 6}", "5"),
+        (r"\boxed{\{5, 6\}}", "5"),
+        ("The answer is not 5", "5"),
+        ("The answer is $5$, not $6$", "5"),
+    ],
+)
+def test_hedged_or_qualified_answers_are_never_accepted(response: str, reference: str) -> None:
+    assert not accepted(response, reference)
+
+
+@pytest.mark.parametrize(
+    "response,reference",
+    [
+        (r"\boxed{1.41421356237309504880168872420969807856967187537694}", r"\sqrt2"),
+        (r"\boxed{\frac{355}{113}}", r"\pi"),
+        (r"\boxed{2.718281828459045235360287471352662497757}", "e"),
+        (r"\boxed{0.84147098480789650665250232163029899962256306079837}", r"\sin(1)"),
+    ],
+)
+def test_long_decimal_approximations_of_irrationals_are_not_equal(response: str, reference: str) -> None:
+    assert not accepted(response, reference)

@@ -34,6 +34,7 @@ Normalisation
   the labels must match (`x = 5` != `y = 5`).
 - Multiple choice: when the reference is a single letter A-J (optionally `(B)`, `\text{(B)}`), the
   response must name the same letter (`B`, `(B)`, `(B) 42`, `B.`); the letter is compared, nothing else.
+  A response naming a second option letter after the first (`A or B`, `(A), (C)`) is wrong (a hedge).
 
 Equality
 - Numbers are exact rationals (Python fractions): `0.5` == `\frac{1}{2}` == `2/4` (unreduced
@@ -253,6 +254,37 @@ def _unwrap_text(s: str) -> str:
         s = s[: m.start()] + inner + s[end:]
 
 
+# Words that turn a trailing \text{...} into a qualifier, not a unit: "5 \text{ or more}" is not 5.
+_NOT_UNIT_WORDS = {
+    "or",
+    "and",
+    "more",
+    "less",
+    "at",
+    "least",
+    "most",
+    "than",
+    "not",
+    "approximately",
+    "about",
+    "roughly",
+    "nearly",
+    "almost",
+    "over",
+    "under",
+    "only",
+    "exactly",
+    "if",
+    "when",
+}
+
+
+def _is_unit_text(text: str) -> bool:
+    if not re.fullmatch(r"\s*[A-Za-z][A-Za-z\s./]*", text):
+        return False  # digits, brackets, math: not a unit
+    return not (set(text.lower().replace(".", " ").replace("/", " ").split()) & _NOT_UNIT_WORDS)
+
+
 def _canon_unit(unit: str) -> str:
     u = re.sub(r"[\s\\{}^.]", "", unit.lower())
     u = {"%": "percent", "deg": "degree", "circ": "degree", "°": "degree"}.get(u, u)
@@ -306,12 +338,7 @@ def normalize(raw: str) -> Normalized:
     s = s.strip()
     # A trailing \text{unit} after a value.
     m = re.search(r"\\(?:text|mbox|mathrm|textrm)\s*\{([^{}]*)\}\s*(\^\s*\{?\d\}?)?\s*$", s)
-    if (
-        m
-        and m.start() > 0
-        and re.search(r"[\d}).]\s*$", s[: m.start()])
-        and re.search(r"[a-zA-Z]", m.group(1))
-    ):
+    if m and m.start() > 0 and re.search(r"[\d}).]\s*$", s[: m.start()]) and _is_unit_text(m.group(1)):
         unit = unit or _canon_unit(m.group(1) + (m.group(2) or ""))
         s = s[: m.start()].strip()
     s = _unwrap_text(s).strip()
@@ -1297,8 +1324,11 @@ def check(response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIME
     resp_norm = normalize(response_answer)
     letter = _choice(_unwrap_text(ref.norm.text))
     if letter is not None:
-        m = _CHOICE_RESPONSE_RE.match(_unwrap_text(resp_norm.text).strip())
+        text = _unwrap_text(resp_norm.text).strip()
+        m = _CHOICE_RESPONSE_RE.match(text)
         got = m.group(1) if m else None
+        if got and re.search(r"(?<![A-Za-z])[A-J](?![A-Za-z])", text[m.end() :]):
+            return Verdict(0.0, WRONG, f"more than one choice named: {text[:40]!r}")  # a hedge like "A or B"
         if got == letter:
             return Verdict(1.0, OK, f"choice {letter}")
         return Verdict(0.0, WRONG, f"choice {got or resp_norm.text[:40]!r} != {letter}")
