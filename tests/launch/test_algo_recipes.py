@@ -82,6 +82,10 @@ def composed():
     return {name: compose.compose([f"algo={name}"]) for name in ALGOS}
 
 
+# The installed console script (`python -m rlvr_launch.cli` would import cli twice, as __main__ too).
+RLVR = str(Path(sys.executable).parent / "rlvr")
+
+
 def test_every_algorithm_file_is_covered():
     assert sorted(compose.group_entries("algo")) == sorted(ALGOS)
 
@@ -188,7 +192,7 @@ def test_every_non_default_value_cites_its_paper_and_section(name):
 
 def test_rlvr_resolve_prints_the_algorithms_keys():
     out = subprocess.run(
-        [sys.executable, "-m", "rlvr_launch.cli", "resolve", "algo=dapo"],
+        [RLVR, "resolve", "algo=dapo"],
         check=False,
         capture_output=True,
         text=True,
