@@ -724,8 +724,20 @@ def test_parent_memory_and_environ_cannot_be_read(sandbox):
 
 def test_a_killed_worker_is_replaced_and_its_job_reported(sandbox):
     victim = sandbox.worker_pids()[0]
-    slow = sandbox.submit(Job("import time; time.sleep(3)", timeout_s=5))
-    other = sandbox.submit(Job("import time; time.sleep(3)", timeout_s=5))
+    # each job leaves a daemon behind first: the one on the killed worker must not survive either
+    program = textwrap.dedent(
+        """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(60)
+            os._exit(0)
+        time.sleep(3)
+        """
+    )
+    slow = sandbox.submit(Job(program, timeout_s=5))
+    other = sandbox.submit(Job(program, timeout_s=5))
     time.sleep(0.5)
     os.kill(victim, signal.SIGKILL)
     results = [slow.result(timeout=30), other.result(timeout=30)]

@@ -64,7 +64,9 @@ What it does NOT cover:
   bounded by RLIMIT_FSIZE);
 - RLIMIT_NPROC when not running as root (the kernel ignores it for root, and a shared uid counts other
   processes): the `uid` layer is then reported missing;
-- a worker killed by SIGKILL: its running job gets PR_SET_PDEATHSIG, grandchildren do not.
+- a worker killed by SIGKILL leaves its job's grandchildren running until the worker is restarted (at
+  once, by the dispatcher): the new worker's first act is `kill(-1)` as its dedicated uid.  The job's
+  main process dies with the worker (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -604,7 +606,11 @@ class Sandbox:
             header, (stdout, stderr, harness) = worker.run(job, self.config.timeout_s)
         except (OSError, EOFError, TimeoutError, ValueError) as e:
             logger.error("sandbox worker %d failed (%s); restarting it", worker.index, e)
-            worker.stop(1.0)
+            try:
+                self._restart(worker)  # at once: the new worker's first act kills the old one's leftovers
+            except Exception as restart_error:  # noqa: BLE001 - retried before the next job
+                logger.error("sandbox worker %d did not restart: %s", worker.index, restart_error)
+                worker.stop(1.0)
             return _error_result(f"sandbox worker died: {e}", job, self._weaker)
         killed = header.get("killed_reason")
         return RunResult(

@@ -647,11 +647,13 @@ def _setup_worker(config):
     base = tempfile.mkdtemp(prefix="rlvr-sandbox-", dir=config["work_dir"])
     os.chmod(base, 0o711)
     STATE["base_dir"] = base
+    STATE["worker_pid"] = os.getpid()
     STATE["read_paths"] = _read_paths()
     STATE["landlock_abi"] = landlock_abi()
     uid = config.get("job_uid")
     if os.geteuid() == 0 and uid is not None:
         STATE["uid"], STATE["gid"] = uid, config.get("job_gid", uid)
+        _kill_uid(uid)  # leftovers of a previous worker with this uid (one killed with SIGKILL, say)
         stdlib = os.path.dirname(os.__file__)
         STATE["keep_dac_read_search"] = not _world_readable_tree(stdlib)
         if STATE["keep_dac_read_search"] and not STATE["landlock_abi"]:
@@ -766,10 +768,9 @@ def _jail(job_dir, fds, timeout_s):
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     os.closerange(len(fds), 1 << 16)
-    try:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the job dies with its worker
+    if os.getppid() != STATE["worker_pid"]:
+        os._exit(SETUP_FAILED)
     limits = [
         (resource.RLIMIT_AS, CONFIG["memory_limit"]),
         (resource.RLIMIT_FSIZE, CONFIG["file_size_limit"]),
@@ -807,6 +808,11 @@ def _jail(job_dir, fds, timeout_s):
             os.setresuid(uid, uid, uid)
             if keep:
                 _capset_only(1 << CAP_DAC_READ_SEARCH)
+            # a uid change clears the parent-death signal: set it again, and catch a worker that died
+            # in between
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != STATE["worker_pid"]:
+                os._exit(SETUP_FAILED)
             ok = os.getresuid() == (uid, uid, uid)
             detail = f"jobs run as dedicated uid {uid}"
             if keep:
@@ -1045,39 +1051,55 @@ def _dir_usage(path, max_files):
     return total, count
 
 
-def _sweep(child_pid):
-    """Kill and reap every process the job left behind. Returns how many leftovers were found alive."""
-    killed = 0
+def _kill_uid(uid):
+    """SIGKILL every process of the dedicated job uid, atomically (kill(-1) runs under the tasklist lock,
+    so a fork bomb cannot outrun it), from a helper that takes that uid."""
+    helper = os.fork()
+    if helper == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)  # every process this uid may signal, but this helper
+        finally:
+            os._exit(0)
+    os.waitpid(helper, 0)
+
+
+def _sweep(child_pid, bound_s=10.0):
+    """Kill and reap every process the job left behind. Returns how many leftovers were found alive.
+
+    Every descendant of the job is either a child of this subreaper or below a live one, so "no child
+    left" means nothing is left.  Killed processes take a moment to die on a loaded machine: wait for
+    them (up to bound_s), re-killing every 50 ms."""
+    found = 0
     try:
         os.killpg(child_pid, signal.SIGKILL)
     except OSError:
         pass
-    for _ in range(1000):
+    deadline = time.monotonic() + bound_s
+    last_kill = 0.0
+    while True:
         try:
             pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return killed  # no child at all: nothing left
+            return found  # no child at all: nothing left
         if pid:
             continue  # reaped one; look again
-        # children exist and are alive: leftovers (daemons reparented to this subreaper)
-        alive = _children()
-        killed = max(killed, len(alive))
-        if "uid" in ENFORCE:
-            helper = os.fork()
-            if helper == 0:
+        now = time.monotonic()
+        if now - last_kill >= 0.05:
+            alive = _children()  # leftovers: daemons reparented to this subreaper, their children
+            found = max(found, len(alive))
+            if "uid" in ENFORCE:
+                _kill_uid(STATE["uid"])
+            for pid in alive:
                 try:
-                    os.setresuid(STATE["uid"], STATE["uid"], STATE["uid"])
-                    os.kill(-1, signal.SIGKILL)  # every process of the dedicated uid but this helper
-                finally:
-                    os._exit(0)
-            os.waitpid(helper, 0)
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            last_kill = now
+        if now > deadline:
+            _write_all(2, f"rlvr sandbox worker: leftovers still alive after {bound_s} s\n".encode())
+            return found
         time.sleep(0.001)
-    return killed
 
 
 def _children():
