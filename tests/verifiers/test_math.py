@@ -399,3 +399,40 @@ def test_hedged_or_qualified_answers_are_never_accepted(response: str, reference
 )
 def test_long_decimal_approximations_of_irrationals_are_not_equal(response: str, reference: str) -> None:
     assert not accepted(response, reference)
+
+
+def test_a_forked_child_gets_its_own_workers_and_leaves_the_parents_alone() -> None:
+    import atexit
+    import os
+
+    from rlvr_verifiers import _symbolic
+
+    assert accepted(r"\boxed{\sin^2 x+\cos^2 x}", "1")  # the parent now has a live worker
+    parent_workers = {w.proc.pid for w in _symbolic.pool()._idle}
+    assert parent_workers
+    pid = os.fork()
+    if pid == 0:  # child: use the verifier, then run the exit handlers a normal exit would run
+        code = 1
+        try:
+            code = 0 if accepted(r"\boxed{\frac{1}{1+\sqrt2}}", r"\sqrt2-1") else 1
+            atexit._run_exitfuncs()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    time.sleep(0.2)
+    survivors = {w.proc.pid for w in _symbolic.pool()._idle if w.proc.poll() is None}
+    assert survivors == parent_workers  # the child's exit did not kill the parent's workers
+    assert accepted(r"\boxed{\tan(\pi/4)}", "1")
+
+
+def test_a_worker_that_dies_is_replaced_and_the_check_still_answers() -> None:
+    import os
+
+    from rlvr_verifiers import _symbolic
+
+    assert accepted(r"\boxed{\sin^2 x+\cos^2 x}", "1")
+    for worker in list(_symbolic.pool()._idle):
+        os.kill(worker.proc.pid, 9)  # e.g. the OOM killer
+        worker.proc.wait()
+    assert accepted(r"\boxed{\frac{1}{1+\sqrt2}}", r"\sqrt2-1")

@@ -36,6 +36,10 @@ _MAX_WORKERS = max(2, os.cpu_count() or 2)
 _WAIT_FACTOR = 10
 
 
+class _WorkerDied(Exception):
+    pass
+
+
 class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
@@ -73,11 +77,19 @@ class _Worker:
         return line.decode()
 
     def ask(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+        """The worker's answer; None when it ran past `timeout_s`; _WorkerDied when it is gone."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            raise _WorkerDied from None
         line = self._readline(time.monotonic() + timeout_s)
-        return None if line is None else json.loads(line)
+        if line is None:
+            if self.proc.poll() is not None:
+                raise _WorkerDied
+            return None
+        return json.loads(line)
 
     def kill(self) -> None:
         try:
@@ -95,6 +107,7 @@ class SymbolicPool:
         self._idle: list[_Worker] = []
         self._count = 0
         self._cond = threading.Condition()
+        self._pid = os.getpid()
         atexit.register(self.close)
 
     def _acquire(self, deadline: float) -> _Worker | None:
@@ -133,23 +146,30 @@ class SymbolicPool:
         """
         if wait_s is None:
             wait_s = _WAIT_FACTOR * timeout_s + _START_TIMEOUT_S
-        worker = self._acquire(time.monotonic() + wait_s)
-        if worker is None:
-            return None
-        answer = None
-        try:
-            answer = worker.ask({"a": a, "b": b}, timeout_s)
-        finally:
+        deadline = time.monotonic() + wait_s
+        for _attempt in range(2):  # a worker that died (killed, crashed) is replaced once
+            worker = self._acquire(deadline)
+            if worker is None:
+                return None
+            answer = None
+            try:
+                answer = worker.ask({"a": a, "b": b}, timeout_s)
+            except _WorkerDied:
+                continue
+            finally:
+                if answer is None:
+                    worker.kill()
+                    self._release(None)
+                else:
+                    self._release(worker)
             if answer is None:
-                worker.kill()
-                self._release(None)
-            else:
-                self._release(worker)
-        if answer is None:
-            return None
-        return bool(answer.get("equal"))
+                return None
+            return bool(answer.get("equal"))
+        return None
 
     def close(self) -> None:
+        if os.getpid() != self._pid:
+            return  # a forked child must not kill its parent's workers (it gets its own pool)
         with self._cond:
             workers, self._idle = self._idle, []
             self._count -= len(workers)
