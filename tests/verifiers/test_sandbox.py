@@ -1,0 +1,164 @@
+"""The sandbox's contract beyond single threats: the layer report, failing closed, accepting weaker
+isolation only when told to (and then saying so on every result), config validation, and the seccomp
+tables checked against the kernel headers."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import struct
+import tempfile
+from dataclasses import fields
+
+import pytest
+from rlvr_verifiers import sandbox_worker
+from rlvr_verifiers.sandbox import LAYERS, Job, Sandbox, SandboxConfig, SandboxUnavailable
+
+
+@pytest.fixture(scope="module")
+def work_dir():
+    path = tempfile.mkdtemp(prefix="rlvr-sandbox-test-", dir="/tmp")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_isolation_report_names_every_layer_and_all_hold_on_this_host_class(work_dir):
+    with Sandbox(SandboxConfig(workers=1, work_dir=work_dir)) as box:
+        report = box.isolation_report()
+    assert list(report["layers"]) == list(LAYERS)
+    for name, state in report["layers"].items():
+        assert isinstance(state["active"], bool) and state["detail"], name
+    # CI's machine class (root, Linux 6.18, Landlock ABI 7): nothing is missing, nothing is weaker
+    assert report["missing"] == [] and report["weaker_isolation"] is False
+    assert report["landlock_abi"] >= 6
+    assert os.path.realpath(report["python"]) == report["python"]
+
+
+def test_a_missing_required_layer_refuses_to_start(work_dir):
+    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir, job_uid=None))  # no dedicated uid
+    with pytest.raises(SandboxUnavailable) as error:
+        box.start()
+    message = str(error.value)
+    assert "uid" in message and "require" in message and "allow_weaker_isolation" in message
+    assert box.worker_pids() == []  # nothing left running after refusing
+
+
+def test_a_refused_sandbox_runs_nothing(work_dir):
+    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir, job_uid=None))
+    with pytest.raises(SandboxUnavailable):
+        box.start()
+    with pytest.raises(RuntimeError, match="closed"):
+        box.run("print(1)")
+
+
+@pytest.mark.parametrize("how", ["require", "allow_weaker_isolation"])
+def test_weaker_isolation_runs_only_when_accepted_and_is_reported_on_every_result(work_dir, caplog, how):
+    if how == "require":
+        config = SandboxConfig(
+            workers=1, work_dir=work_dir, job_uid=None, require=tuple(n for n in LAYERS if n != "uid")
+        )
+    else:
+        config = SandboxConfig(workers=1, work_dir=work_dir, job_uid=None, allow_weaker_isolation=True)
+    caplog.set_level(logging.WARNING, logger="rlvr_verifiers.sandbox")
+    with Sandbox(config) as box:
+        report = box.isolation_report()
+        assert report["missing"] == ["uid"] and report["weaker_isolation"] is True
+        caplog.clear()
+        results = box.run_batch([Job("import os; print(os.getuid())"), Job("print(2)")])
+    assert all(r.weaker_isolation == ("uid",) for r in results)
+    assert results[0].stdout == b"0\n"  # really no uid switch: the report told the truth
+    assert any("WEAKER" in r.getMessage() and "uid" in r.getMessage() for r in caplog.records)
+
+
+def test_config_rejects_unknown_layers_and_nonsense():
+    with pytest.raises(ValueError, match="unknown layers"):
+        SandboxConfig(require=("landlock",))
+    with pytest.raises(ValueError, match="workers"):
+        SandboxConfig(workers=0)
+    with pytest.raises(ValueError, match="timeout"):
+        SandboxConfig(timeout_s=0)
+    with pytest.raises(ValueError, match="mode"):
+        Job("print(1)", mode="eval")
+    with pytest.raises(ValueError, match="fn_name"):
+        Job("print(1)", mode="call")
+
+
+def test_every_config_field_has_help():
+    for f in fields(SandboxConfig):
+        assert f.metadata.get("help"), f.name
+
+
+def test_config_from_env(monkeypatch):
+    monkeypatch.setenv("RLVR_SANDBOX_REQUIRE", "seccomp, rlimits")
+    monkeypatch.setenv("RLVR_SANDBOX_ALLOW_WEAKER_ISOLATION", "1")
+    monkeypatch.setenv("RLVR_SANDBOX_WORKERS", "3")
+    config = SandboxConfig.from_env(timeout_s=2.0)
+    assert config.require == ("seccomp", "rlimits") and config.allow_weaker_isolation
+    assert config.workers == 3 and config.timeout_s == 2.0
+
+
+def test_a_pyenv_shim_interpreter_is_refused(tmp_path):
+    shim = tmp_path / "python3"
+    shim.write_text('#!/usr/bin/env bash\nexec "$(pyenv root)/versions/3.11.7/bin/python3" "$@"\n')
+    shim.chmod(0o755)
+    with pytest.raises(SandboxUnavailable, match="shim"):
+        Sandbox(SandboxConfig(workers=1, python=str(shim))).start()
+
+
+def test_workers_start_with_an_empty_environment(work_dir, monkeypatch):
+    monkeypatch.setenv("RLVR_FAKE_SECRET", "do-not-leak")
+    with Sandbox(SandboxConfig(workers=1, work_dir=work_dir)) as box:
+        (pid,) = box.worker_pids()
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    assert environ == b""
+
+
+def test_closed_sandbox_answers_jobs_with_an_explicit_error(work_dir):
+    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir))
+    box.start()
+    box.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        box.submit(Job("print(1)"))
+
+
+def _header_numbers(path: str, prefix: str) -> dict[str, int]:
+    numbers = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(rf"#define {prefix}(\w+)\s+(\d+)\s*$", line)
+            if m:
+                numbers[m.group(1)] = int(m.group(2))
+    return numbers
+
+
+@pytest.mark.parametrize(
+    ("table", "header", "prefix"),
+    [
+        ("_NR_X86_64", "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "__NR_"),
+        ("_NR_AARCH64", "/usr/include/asm-generic/unistd.h", "__NR(?:3264)?_"),
+    ],
+)
+def test_seccomp_syscall_numbers_match_the_kernel_headers(table, header, prefix):
+    if not os.path.exists(header):
+        pytest.skip(f"{header} not installed (Debian linux-libc-dev)")
+    expected = _header_numbers(header, prefix)
+    ours = getattr(sandbox_worker, table)
+    assert ours, table
+    wrong = {name: (nr, expected.get(name)) for name, nr in ours.items() if expected.get(name) != nr}
+    assert wrong == {}
+
+
+def test_seccomp_filter_jumps_stay_inside_the_program():
+    program, count = sandbox_worker.build_seccomp_filter(4242)
+    assert len(program) == 8 * count and count < 4096
+    instructions = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    for pc, (code, jt, jf, _k) in enumerate(instructions):
+        if code & 0x07 == 0x05 and code != 0x05:  # conditional jump
+            assert pc + 1 + max(jt, jf) < count, pc
+    assert instructions[-1] == (0x06, 0, 0, 0x7FFF0000)  # default: allow
+    # the worker pid is baked in (kill of the worker denied)
+    assert any(code == 0x15 and k == 4242 for code, _, _, k in instructions)
