@@ -476,6 +476,46 @@ def pairs() -> list[dict[str, Any]]:
     ]:
         add("scientific", ans, ref, lab, why)
 
+    # -- plus-minus and matrices -----------------------------------------------------------------------
+    for ans, ref, lab, why in [
+        ("1 \\pm \\sqrt2", "1+\\sqrt2, 1-\\sqrt2", True, "a +- b is the pair a+b, a-b"),
+        ("\\pm 2", "2, -2", True, "+-2 is the pair 2, -2"),
+        ("\\pm 2", "2", False, "only one of the two"),
+        ("3 \\pm \\sqrt{5}", "3-\\sqrt5, 3+\\sqrt5", True, "unordered pair"),
+        ("3 \\pm \\sqrt{5}", "3+\\sqrt5", False, "only one of the two"),
+        (
+            "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+            "\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}",
+            True,
+            "same matrix",
+        ),
+        (
+            "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+            "\\begin{pmatrix}1&3\\\\2&4\\end{pmatrix}",
+            False,
+            "transposed",
+        ),
+        (
+            "\\begin{pmatrix} \\frac12 \\\\ -3 \\end{pmatrix}",
+            "\\begin{pmatrix}0.5\\\\-3\\end{pmatrix}",
+            True,
+            "same vector",
+        ),
+        (
+            "\\begin{pmatrix} 2 \\\\ 3 \\end{pmatrix}",
+            "\\begin{pmatrix}3\\\\2\\end{pmatrix}",
+            False,
+            "entries swapped",
+        ),
+        (
+            "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}",
+            "\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}",
+            True,
+            "identity",
+        ),
+    ]:
+        add("pm_matrix", ans, ref, lab, why)
+
     # -- pathological inputs (must finish within their bound) -------------------------------------------------
     nested = "(" * 40 + "1" + ")" * 40
     for resp, ref, lab, why in [

@@ -180,6 +180,15 @@ EQUATIONS_CHOICES_TEXT = [
     (r"\text{no}", "yes", False),
     ("x > 3", "3 < x", True),
     ("x > 3", "x < 3", False),
+    (r"1 \pm \sqrt2", r"1+\sqrt2, 1-\sqrt2", True),
+    (r"\pm 2", "2, -2", True),
+    (r"\pm 2", "2", False),
+    (r"x = 1 \pm \sqrt{2}", r"1-\sqrt2, 1+\sqrt2", True),
+    (r"2 \pm 1 + 3", "6, 4", False),  # ambiguous: compared as text only
+    (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", True),
+    (r"\begin{pmatrix} \frac12 \\ 3 \end{pmatrix}", r"\begin{pmatrix}0.5\\3\end{pmatrix}", True),
+    (r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"\begin{pmatrix}1&2\\4&3\end{pmatrix}", False),
+    (r"\begin{pmatrix} 1 & 2 \end{pmatrix}", "(1, 2)", False),
 ]
 
 

@@ -36,6 +36,15 @@ _MAX_WORKERS = max(2, os.cpu_count() or 2)
 _WAIT_FACTOR = 10
 
 
+def _worker_env() -> dict[str, str]:
+    # The worker imports rlvr_verifiers even where the parent found it through sys.path edits
+    # (e.g. a Ray job's working_dir) rather than an installed distribution.
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 class _WorkerDied(Exception):
     pass
 
@@ -48,6 +57,7 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            env=_worker_env(),
         )
         self._buf = b""
         try:  # bound the worker's memory (a best effort: not every platform has prlimit)

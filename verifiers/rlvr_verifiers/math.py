@@ -45,6 +45,7 @@ Equality
   rationals in `\pi`, `e`, `i` (the imaginary unit, i^2 = -1) and square roots of rationals are put
   in a canonical form (square roots of distinct square-free integers are linearly independent) and
   compared exactly, in-process: `\frac{\sqrt{2}}{2}` == `\frac{1}{\sqrt{2}}`, `2\sqrt{3}` == `\sqrt{12}`,
+  `\frac{1}{1+\sqrt2}` == `\sqrt2-1` (division by `p + q\sqrt{r}` or `p + qi` via the conjugate),
   `3^4` != `4^3` (`^` is always power, never XOR).
 - Symbolic path, only when the fast path cannot represent a side (trig, logs, factorials of symbols,
   rational functions, nested radicals, division by a sum): first a 40-digit numeric evaluation at fixed
@@ -64,6 +65,9 @@ Equality
   (open vs closed ends matter; `(1, 2)` != `[1, 2]`); unions `A \cup B` are unordered. A bare list is
   not equal to a tuple. `\emptyset` == `\varnothing` == `\{\}`. `\infty`/`-\infty` are compared as
   signed infinities.
+- `a \pm b` (one top-level `\pm`, nothing added after `b`) is the unordered pair `a + b, a - b`:
+  `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`.
+- Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`) compare entry by entry, row by row.
 - Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne` are understood; sides compared as values.
 - Anything that does not parse as math is compared as text (lowercased, whitespace collapsed, `\text`
   unwrapped): `\text{Monday}` == `monday`.
@@ -324,7 +328,7 @@ def normalize(raw: str) -> Normalized:
         s = re.sub(re.escape(cmd) + r"(?![a-zA-Z])", "", s)
     s = s.replace("\\!", "")
     s = re.sub(r"\\(?:dfrac|tfrac|cfrac)(?![a-zA-Z])", r"\\frac", s)
-    s = re.sub(r"\\(?:,|;|:|quad|qquad| )|~", " ", s)
+    s = re.sub(r"(?<!\\)\\(?:,|;|:|quad|qquad| )|~", " ", s)  # not the second half of a \\ row break
     s = s.replace("\\$", "").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = re.sub(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|∅", "\\\\emptyset", s)
     unit = None
@@ -823,6 +827,13 @@ def _detok(tokens: list[tuple[str, str]]) -> str:
 def parse_value(text: str, depth: int = 0) -> Any:
     if depth > 8:
         raise TooComplex("collections nested too deep")
+    m = _MATRIX_RE.fullmatch(text.strip())
+    if m:
+        rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
+        if not rows:
+            raise ParseFailure("empty matrix")
+        cells = [Collection("seq", [parse_value(c, depth + 1) for c in row.split("&")], "[]") for row in rows]
+        return Collection("seq", cells, "M")
     if _WORD_RE.search(text):
         raise ParseFailure("contains a word")
     tokens = tokenize(text)
@@ -831,6 +842,7 @@ def parse_value(text: str, depth: int = 0) -> Any:
     return _value(tokens, depth)
 
 
+_MATRIX_RE = re.compile(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 # Three or more plain letters in a row (not a \command) make the answer text, not a product of variables.
 _WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
 
@@ -855,6 +867,15 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
         return Collection("list", [_value(p, depth + 1) for p in parts])
     if not tokens:
         raise ParseFailure("empty item")
+    pm = _split_top(tokens, {"\\pm"})
+    if len(pm) == 2:  # a \pm b: the unordered pair {a + b, a - b}
+        if len(_split_top(pm[1], {"+", "-"})) > 1:
+            raise ParseFailure("ambiguous \\pm with a sum after it")
+        a = _parse_tokens(pm[0]) if pm[0] else ["num", "0", "int"]
+        b = _parse_tokens(pm[1])
+        return Collection("list", [Scalar(["add", a, b]), Scalar(["add", a, ["neg", b]])])
+    if len(pm) > 2:
+        raise ParseFailure("more than one \\pm")
     # A labelled item inside a collection: x = 1.
     if len(tokens) > 2 and tokens[1][1] == "=" and tokens[0][0] == "letter" and "=" not in vals[2:]:
         return Scalar(_parse_tokens(tokens[2:]), tokens[0][1])
@@ -967,6 +988,14 @@ def _mul(a: dict, b: dict) -> dict:
 def _inverse(a: dict) -> dict:
     if not a:
         raise ZeroDivisionError
+    if len(a) == 2 and ONE_KEY in a:
+        # p + q*sqrt(r) or p + q*i: multiply by the conjugate, whose product with it is rational.
+        ((other, q),) = [(k, v) for k, v in a.items() if k != ONE_KEY]
+        if not other[2] and (other[0] == 0) != (other[1] == 1):
+            conjugate = {ONE_KEY: a[ONE_KEY], other: -q}
+            norm = _as_rational(_mul(a, conjugate))
+            if norm:
+                return {k: v / norm for k, v in conjugate.items()}
     if len(a) != 1:
         raise NotAlgebraic("division by a sum")
     ((k, v),) = a.items()
