@@ -1,0 +1,472 @@
+"""`rlvr diagnose RUN_DIR`: read a run's metrics and say which GRPO-family patch addresses what it shows.
+
+Inputs (whatever the run has):
+- RUN_DIR/metrics.jsonl, one row per training step with verl's metric names (`critic/score/mean`,
+  `response_length/mean`, `response_length/clip_ratio`, `actor/entropy`, `actor/grad_norm`,
+  `actor/pg_clipfrac`, ...) and rlvr's (`rlvr/<verifier>/pass_rate`, `rlvr/<verifier>/parse_failures`,
+  `rlvr/<verifier>/count`, `training/filter_groups/*`);
+- RUN_DIR/rollouts/<step>.jsonl, verl's per-step rollout dumps (`trainer.rollout_data_dir`): the only
+  place where a step's GROUPS are visible. From them `step_metrics_from_rollouts` derives what verl does
+  not log: the share of groups whose responses all got the same reward (all right / all wrong), the
+  within-step correlation of reward with response length, the mean response length in characters,
+  and, where the reward manager wrote rlvr's columns, per-verifier pass and answer rates.
+  `write_derived_metrics(run_dir)` stores them as RUN_DIR/derived_metrics.jsonl (rlvr/... keys).
+
+Findings (thresholds are the documented fields of `Thresholds`; each finding prints the numbers behind
+it and the patch):
+  zero_variance_groups     many groups carry no signal       -> algo=dapo (dynamic sampling, sec. 3.2)
+  entropy_collapse         policy entropy falls steeply      -> clip-higher (DAPO sec. 3.1)
+  length_drift             mean response length drifts       -> algo=dr_grpo (length-unbiased loss)
+  length_reward_coupling   reward tracks length              -> algo=dr_grpo
+  unstable_long_responses  update spikes with long/truncated responses -> algo=gspo (sequence ratios)
+  reward_hacking           reward rises while the verifier's pass rate or the answer rate falls
+A healthy run yields no finding. Early vs late compares the first and last `window` fraction of steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from rlvr_launch.cli import UserError
+
+SCORE = "critic/score/mean"
+LENGTH = "response_length/mean"
+CLIP = "response_length/clip_ratio"
+ENTROPY = "actor/entropy"
+GRAD_NORM = "actor/grad_norm"
+PPO_KL = "actor/ppo_kl"
+ZERO_VAR = "rlvr/groups/zero_variance_share"
+ALL_RIGHT = "rlvr/groups/all_max_share"
+ALL_WRONG = "rlvr/groups/all_min_share"
+LEN_CORR = "rlvr/reward_length_corr"
+DERIVED_NAME = "derived_metrics.jsonl"
+
+
+@dataclass
+class Thresholds:
+    window: float = field(
+        default=0.25, metadata={"help": "fraction of steps forming the early and the late window"}
+    )
+    min_steps: int = field(
+        default=6, metadata={"help": "fewer logged steps than this: trends are not judged"}
+    )
+    zero_variance_share: float = field(
+        default=0.5,
+        metadata={"help": "mean share of zero-reward-variance groups (late window) above which to flag"},
+    )
+    entropy_ratio: float = field(
+        default=0.5, metadata={"help": "late / early mean entropy below this is a collapse"}
+    )
+    length_drift: float = field(
+        default=0.5, metadata={"help": "|late - early| / early mean response length above this is a drift"}
+    )
+    length_reward_corr: float = field(
+        default=0.6,
+        metadata={"help": "|Pearson r| of reward and length (across steps, or mean within steps) above this"},
+    )
+    length_reward_min_change: float = field(
+        default=0.2,
+        metadata={"help": "across-step coupling needs length to move by this relative amount too"},
+    )
+    truncation_share: float = field(
+        default=0.2,
+        metadata={"help": "share of responses cut at max_response_length (late window) that counts as long"},
+    )
+    spike_factor: float = field(
+        default=5.0,
+        metadata={"help": "a step whose grad norm (or ppo_kl) exceeds this x the run's median is a spike"},
+    )
+    reward_rise: float = field(
+        default=0.1, metadata={"help": "late - early mean reward above this is a rise"}
+    )
+    rate_fall: float = field(
+        default=0.1, metadata={"help": "early - late pass rate or answer rate above this is a fall"}
+    )
+
+
+@dataclass
+class Finding:
+    name: str
+    summary: str
+    numbers: dict
+    patch: str
+
+    def render(self) -> str:
+        nums = ", ".join(f"{k}={_fmt(v)}" for k, v in self.numbers.items())
+        return f"[{self.name}] {self.summary}\n    numbers: {nums}\n    patch:   {self.patch}"
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+# ---- reading ------------------------------------------------------------------------------------------
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """Rows of metrics.jsonl, flat, sorted by step (verl's {"step", "data"} lines are flattened)."""
+    path = run_dir / "metrics.jsonl" if run_dir.is_dir() else run_dir
+    if not path.is_file():
+        raise UserError(f"{path} not found: point rlvr diagnose at a run directory written by `rlvr train`")
+    rows = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        if isinstance(row.get("data"), dict):
+            row = {"step": row.get("step"), **row["data"]}
+        rows.append(row)
+    rows.sort(key=lambda r: (r.get("step") is None, r.get("step") or r.get("training/global_step") or 0))
+    return rows
+
+
+def _pearson(xs: list[float], ys: list[float]) -> float | None:
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=False) if _finite(x) and _finite(y)]
+    if len(pairs) < 3:
+        return None
+    mx = sum(p[0] for p in pairs) / len(pairs)
+    my = sum(p[1] for p in pairs) / len(pairs)
+    sxx = sum((p[0] - mx) ** 2 for p in pairs)
+    syy = sum((p[1] - my) ** 2 for p in pairs)
+    if sxx == 0 or syy == 0:
+        return None
+    return sum((p[0] - mx) * (p[1] - my) for p in pairs) / math.sqrt(sxx * syy)
+
+
+def _finite(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
+    """Per-step figures verl does not log, from one step's rollout dump (see module doc)."""
+    groups: dict[str, list[dict]] = {}
+    for line in lines:
+        uid = line.get("uid")
+        key = (
+            str(uid).rsplit("_", 2)[0]
+            if uid
+            else json.dumps([line.get("input"), line.get("gts")], default=str)
+        )
+        groups.setdefault(key, []).append(line)
+    out: dict[str, float] = {}
+    multi = [g for g in groups.values() if len(g) > 1]
+    if multi:
+        scores_all = [float(x["score"]) for x in lines if _finite(x.get("score"))]
+        top, bottom = (max(scores_all), min(scores_all)) if scores_all else (None, None)
+        zero = [g for g in multi if len({float(x["score"]) for x in g}) == 1]
+        out[ZERO_VAR] = len(zero) / len(multi)
+        out[ALL_RIGHT] = sum(
+            1 for g in zero if float(g[0]["score"]) >= 1.0 or float(g[0]["score"]) == top
+        ) / len(multi)
+        out[ALL_WRONG] = sum(
+            1 for g in zero if float(g[0]["score"]) <= 0.0 or float(g[0]["score"]) == bottom
+        ) / len(multi)
+        out["rlvr/groups/count"] = float(len(multi))
+    lengths = [float(len(str(x.get("output", "")))) for x in lines]
+    scores = [float(x["score"]) if _finite(x.get("score")) else float("nan") for x in lines]
+    if lengths:
+        out["rlvr/response_chars/mean"] = sum(lengths) / len(lengths)
+    corr = _pearson(scores, lengths)
+    if corr is not None:
+        out[LEN_CORR] = corr
+    # rlvr's reward-manager columns (legacy trainer dumps carry reward_extra_info)
+    if lines and "rlvr_status" in lines[0]:
+        by_verifier: dict[str, list[str]] = {}
+        for x in lines:
+            by_verifier.setdefault(str(x.get("rlvr_verifier", "all")), []).append(str(x.get("rlvr_status")))
+        for verifier, statuses in by_verifier.items():
+            n = len(statuses)
+            out[f"rlvr/{verifier}/count"] = float(n)
+            out[f"rlvr/{verifier}/pass_rate"] = sum(s == "ok" for s in statuses) / n
+            out[f"rlvr/{verifier}/parse_failures"] = float(sum(s == "parse_error" for s in statuses))
+    return out
+
+
+def derived_metrics(rollout_dir: Path) -> dict[int, dict[str, float]]:
+    steps: dict[int, dict[str, float]] = {}
+    if not rollout_dir.is_dir():
+        return steps
+    for path in rollout_dir.glob("*.jsonl"):
+        if not path.stem.isdigit():
+            continue
+        lines = []
+        for raw in path.read_text().splitlines():
+            try:
+                lines.append(json.loads(raw))
+            except json.JSONDecodeError:
+                continue
+        if lines:
+            steps[int(path.stem)] = step_metrics_from_rollouts(lines)
+    return dict(sorted(steps.items()))
+
+
+def write_derived_metrics(run_dir: Path, rollout_dir: Path | None = None) -> Path:
+    """RUN_DIR/derived_metrics.jsonl: one {"step", rlvr/...} row per dumped step."""
+    steps = derived_metrics(rollout_dir or run_dir / "rollouts")
+    path = run_dir / DERIVED_NAME
+    path.write_text("".join(json.dumps({"step": s, **m}) + "\n" for s, m in steps.items()))
+    return path
+
+
+def merged_rows(run_dir: Path, rollout_dir: Path | None = None) -> list[dict]:
+    rows = read_metrics(run_dir)
+    derived = derived_metrics(rollout_dir or run_dir / "rollouts")
+    if not derived and (run_dir / DERIVED_NAME).is_file():
+        derived = {r["step"]: r for r in read_metrics(run_dir / DERIVED_NAME)}
+    for row in rows:
+        extra = derived.get(row.get("step"))
+        if extra:
+            for key, value in extra.items():
+                row.setdefault(key, value)
+    return rows
+
+
+# ---- findings -----------------------------------------------------------------------------------------
+
+
+def _series(rows: list[dict], key: str) -> list[float]:
+    return [float(r[key]) for r in rows if _finite(r.get(key))]
+
+
+def _windows(values: list[float], frac: float) -> tuple[float, float] | None:
+    if len(values) < 2:
+        return None
+    k = max(1, int(len(values) * frac))
+    return sum(values[:k]) / k, sum(values[-k:]) / k
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _rate_series(rows: list[dict], kind: str) -> dict[str, list[float]]:
+    """Per-verifier pass rates ("pass") or answer rates ("answer" = 1 - parse failures / count)."""
+    out: dict[str, list[float]] = {}
+    verifiers = sorted(
+        {k.split("/")[1] for r in rows for k in r if k.startswith("rlvr/") and k.endswith("/pass_rate")}
+    )
+    for v in verifiers:
+        values = []
+        for r in rows:
+            if kind == "pass" and _finite(r.get(f"rlvr/{v}/pass_rate")):
+                values.append(float(r[f"rlvr/{v}/pass_rate"]))
+            elif (
+                kind == "answer"
+                and _finite(r.get(f"rlvr/{v}/parse_failures"))
+                and _finite(r.get(f"rlvr/{v}/count"))
+                and r[f"rlvr/{v}/count"] > 0
+            ):
+                values.append(1.0 - float(r[f"rlvr/{v}/parse_failures"]) / float(r[f"rlvr/{v}/count"]))
+        if values:
+            out[v] = values
+    return out
+
+
+def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
+    t = t or Thresholds()
+    findings: list[Finding] = []
+    n = len([r for r in rows if _finite(r.get(SCORE))])
+    if n == 0:
+        raise UserError("the run has no training step with critic/score/mean: nothing to diagnose yet")
+    trends = n >= t.min_steps
+
+    zero = _series(rows, ZERO_VAR)
+    evicted = _series(rows, "training/filter_groups/evicted_samples")
+    if zero:
+        w = _windows(zero, t.window) or (zero[0], zero[0])
+        late = w[1]
+        if late > t.zero_variance_share:
+            right = _windows(_series(rows, ALL_RIGHT), t.window)
+            wrong = _windows(_series(rows, ALL_WRONG), t.window)
+            findings.append(
+                Finding(
+                    "zero_variance_groups",
+                    f"{late:.0%} of prompt groups (late steps) got the same reward for every response: zero advantage, "
+                    "no gradient, wasted generation",
+                    {
+                        "zero_variance_share_late": late,
+                        "zero_variance_share_early": w[0],
+                        "all_max_share_late": right[1] if right else float("nan"),
+                        "all_min_share_late": wrong[1] if wrong else float("nan"),
+                        "steps": len(zero),
+                    },
+                    "rlvr train ... algo=dapo  (dynamic sampling drops all-right / all-wrong groups and refills the "
+                    "batch, arXiv:2503.14476 sec. 3.2); if most groups are all-right the task is too easy, all-wrong "
+                    "too hard: change the data mix too",
+                )
+            )
+    elif evicted:
+        pass  # dynamic sampling already on: verl counts the evicted groups itself
+
+    if trends:
+        ent = _series(rows, ENTROPY)
+        w = _windows(ent, t.window)
+        if w and w[0] > 0 and w[1] / w[0] < t.entropy_ratio:
+            findings.append(
+                Finding(
+                    "entropy_collapse",
+                    f"policy entropy fell to {w[1] / w[0]:.0%} of its early level: the policy stops exploring",
+                    {"entropy_early": w[0], "entropy_late": w[1], "ratio": w[1] / w[0]},
+                    "raise the upper clip bound (clip-higher): actor_rollout_ref.actor.clip_ratio_high=0.28, or "
+                    "algo=dapo (arXiv:2503.14476 sec. 3.1)",
+                )
+            )
+
+        lengths = _series(rows, LENGTH)
+        scores = _series(rows, SCORE)
+        w = _windows(lengths, t.window)
+        drift = abs(w[1] - w[0]) / w[0] if w and w[0] > 0 else 0.0
+        if w and drift > t.length_drift:
+            findings.append(
+                Finding(
+                    "length_drift",
+                    f"mean response length went from {w[0]:.1f} to {w[1]:.1f} tokens ({(w[1] - w[0]) / w[0]:+.0%})",
+                    {"length_early": w[0], "length_late": w[1], "relative_change": (w[1] - w[0]) / w[0]},
+                    "algo=dr_grpo: sums tokens over a constant normaliser and drops the std division, removing GRPO's "
+                    "length bias (arXiv:2503.20783 sec. 3.1-3.2)",
+                )
+            )
+        paired = [
+            (float(r[SCORE]), float(r[LENGTH]))
+            for r in rows
+            if _finite(r.get(SCORE)) and _finite(r.get(LENGTH))
+        ]
+        across = _pearson([p[0] for p in paired], [p[1] for p in paired])
+        within = _series(rows, LEN_CORR)
+        within_mean = sum(within) / len(within) if within else None
+        coupled_across = (
+            across is not None and abs(across) > t.length_reward_corr and drift > t.length_reward_min_change
+        )
+        coupled_within = within_mean is not None and abs(within_mean) > t.length_reward_corr
+        if coupled_across or coupled_within:
+            findings.append(
+                Finding(
+                    "length_reward_coupling",
+                    "reward moves with response length: the policy can raise reward by changing length rather than "
+                    "correctness",
+                    {
+                        "corr_across_steps": across if across is not None else float("nan"),
+                        "corr_within_steps_mean": within_mean if within_mean is not None else float("nan"),
+                        "length_relative_change": drift,
+                    },
+                    "algo=dr_grpo (length-unbiased aggregation, arXiv:2503.20783 sec. 3.1); check the verifier does not "
+                    "pay for length",
+                )
+            )
+
+        clip = _series(rows, CLIP)
+        clip_late = (_windows(clip, t.window) or (0.0, 0.0))[1] if clip else 0.0
+        spikes = {}
+        for key in (GRAD_NORM, PPO_KL):
+            values = _series(rows, key)
+            if len(values) >= t.min_steps:
+                med = _median([abs(v) for v in values])
+                if med > 0:
+                    count = sum(1 for v in values if abs(v) > t.spike_factor * med)
+                    if count:
+                        spikes[key] = (count, max(abs(v) for v in values) / med)
+        long_lengths = bool(lengths) and w is not None and w[1] >= _median(lengths)
+        if spikes and (clip_late > t.truncation_share or long_lengths and drift > t.length_reward_min_change):
+            nums = {f"{k.split('/')[-1]}_spikes": c for k, (c, _) in spikes.items()}
+            nums.update({f"{k.split('/')[-1]}_max_over_median": r for k, (_, r) in spikes.items()})
+            nums["truncated_share_late"] = clip_late
+            findings.append(
+                Finding(
+                    "unstable_long_responses",
+                    "the update spikes while responses are long or truncated: token-level importance ratios are noisy "
+                    "over long sequences",
+                    nums,
+                    "algo=gspo (one length-normalised importance ratio per sequence, arXiv:2507.18071 sec. 4); if many "
+                    "responses hit max_response_length, raise it or use DAPO's overlong shaping (sec. 3.4)",
+                )
+            )
+
+        rw = _windows(scores, t.window)
+        if rw and rw[1] - rw[0] > t.reward_rise:
+            for kind, label in (("pass", "pass rate"), ("answer", "answer rate")):
+                for verifier, series in _rate_series(rows, kind).items():
+                    pw = _windows(series, t.window)
+                    if pw and pw[0] - pw[1] > t.rate_fall:
+                        findings.append(
+                            Finding(
+                                "reward_hacking",
+                                f"reward rose while the {verifier} verifier's {label} fell: the reward pays for something "
+                                "other than verified correctness",
+                                {
+                                    "reward_early": rw[0],
+                                    "reward_late": rw[1],
+                                    f"{kind}_rate_early": pw[0],
+                                    f"{kind}_rate_late": pw[1],
+                                    "verifier": verifier,
+                                },
+                                "inspect the rollouts of the late steps; remove what the reward pays beyond the verifier "
+                                "(format/length bonuses, partial credit) or harden the verifier; see shared reward-hacking "
+                                "tests in tests/verifiers",
+                            )
+                        )
+    return findings
+
+
+# ---- command ------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run_dir", type=Path, help="a run directory written by `rlvr train` (or a metrics.jsonl)"
+    )
+    parser.add_argument(
+        "--rollouts", type=Path, default=None, help="rollout dumps (default: RUN_DIR/rollouts)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    for f in fields(Thresholds):
+        parser.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=type(f.default),
+            default=f.default,
+            help=f.metadata["help"] + f" (default {f.default})",
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    thresholds = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)})
+    run_dir = args.run_dir
+    rows = (
+        merged_rows(run_dir if run_dir.is_dir() else run_dir.parent, args.rollouts)
+        if run_dir.is_dir()
+        else read_metrics(run_dir)
+    )
+    findings = diagnose(rows, thresholds)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "steps": len(rows),
+                    "thresholds": asdict(thresholds),
+                    "findings": [asdict(f) for f in findings],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    steps = [r.get("step") for r in rows]
+    print(f"rlvr diagnose {run_dir}: {len(rows)} steps ({steps[0]}..{steps[-1]})")
+    if not any(ZERO_VAR in r for r in rows):
+        print(
+            "  (no group-level data: run with trainer.rollout_data_dir=RUN_DIR/rollouts to judge zero-variance groups)"
+        )
+    if not findings:
+        print("no finding: nothing here calls for a patch")
+    for f in findings:
+        print(f.render())
+    return 0
