@@ -445,3 +445,10 @@ def test_a_worker_that_dies_is_replaced_and_the_check_still_answers() -> None:
         os.kill(worker.proc.pid, 9)  # e.g. the OOM killer
         worker.proc.wait()
     assert accepted(r"\boxed{\frac{1}{1+\sqrt2}}", r"\sqrt2-1")
+
+
+def test_warm_up_leaves_a_ready_sympy_worker_for_the_pool() -> None:
+    from rlvr_verifiers import _symbolic
+
+    MATH.warm_up()
+    assert any(w.proc.poll() is None for w in _symbolic.pool()._idle)

@@ -1407,6 +1407,13 @@ class MathVerifier(Verifier):
     def __init__(self, symbolic_timeout_s: float = SYMBOLIC_TIMEOUT_S) -> None:
         self.symbolic_timeout_s = symbolic_timeout_s
 
+    def warm_up(self) -> None:
+        """Start a sympy worker now (the pool calls this), so no item pays the start-up."""
+        from rlvr_verifiers import _symbolic
+
+        # A trig identity: sympy's simplify imports and caches a lot on first use.
+        _symbolic.pool().equal(parse_expr(r"\sin^2 x+\cos^2 x"), parse_expr("1"), 60.0)
+
     def verify(self, item: Item) -> Verdict:
         from rlvr_verifiers.base import INVALID_INPUT
 
