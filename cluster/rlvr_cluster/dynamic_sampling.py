@@ -19,6 +19,8 @@ normaliser), the step proceeds, a warning is logged and the step's metrics say s
                                                           groups still in the batch, else 0
     training/filter_groups/admitted_zero_variance_groups   zero-variance groups let through
     training/filter_groups/refill_prompts                  prompts generated as refills this step
+    training/filter_groups/zero_variance_share             share of the step's finished groups whose
+                                                          responses all got the same metric value
 
 (verl's own training/filter_groups/evicted_samples counts the groups filtered out.)
 
@@ -26,8 +28,9 @@ Selected by recipes/algo/dapo.yaml through verl's hook for custom samplers,
 `trainer.v1.sampler.custom_sampler.{path,name}`; a custom sampler receives no filter settings from
 verl, so the recipe passes them in `trainer.v1.sampler.sampler_kwargs`.
 
-Private detail: the override of `ReplayBuffer._dapo_filtered_keys` (signature
-`(partition_id) -> (set[str], Counter)`) is the one place rlvr depends on the sampler's internals;
+Private details: the override of `ReplayBuffer._dapo_filtered_keys` (signature
+`(partition_id) -> (set[str], Counter)`) and a read of its per-partition classification cache
+`_dapo_classification_cache` (uid -> shared value or None) are where rlvr depends on the sampler's internals;
 tests/cluster/test_dynamic_sampling.py fails clearly if verl changes it. Only the sync trainer mode
 is covered (the async modes refill exactly what they evict and are bounded by their warm-up window).
 """
@@ -45,6 +48,7 @@ METRIC_PREFIX = "training/filter_groups"
 BUDGET_EXHAUSTED = f"{METRIC_PREFIX}/budget_exhausted"
 ADMITTED_ZERO_VARIANCE = f"{METRIC_PREFIX}/admitted_zero_variance_groups"
 REFILL_PROMPTS = f"{METRIC_PREFIX}/refill_prompts"
+ZERO_VARIANCE_SHARE = f"{METRIC_PREFIX}/zero_variance_share"
 
 
 @dataclass
@@ -59,6 +63,10 @@ class RefillBudget:
     train_batch_size: int = field(metadata={"help": "prompts per training batch"})
     refill_prompts: int = field(default=0, metadata={"help": "prompts dispatched as refills this step"})
     admitted_uids: set = field(default_factory=set, metadata={"help": "zero-variance groups let through"})
+    seen_uids: set = field(default_factory=set, metadata={"help": "finished groups classified this step"})
+    zero_variance_uids: set = field(
+        default_factory=set, metadata={"help": "of those, the zero-variance ones"}
+    )
 
     def __post_init__(self) -> None:
         if self.train_batch_size <= 0:
@@ -78,6 +86,12 @@ class RefillBudget:
     def reset(self) -> None:
         self.refill_prompts = 0
         self.admitted_uids = set()
+        self.seen_uids = set()
+        self.zero_variance_uids = set()
+
+    def classify(self, seen: set, zero_variance: set) -> None:
+        self.seen_uids |= set(seen)
+        self.zero_variance_uids |= set(zero_variance)
 
     def record_refill(self, num_prompts: int) -> None:
         self.refill_prompts += int(num_prompts)
@@ -95,6 +109,9 @@ class RefillBudget:
             BUDGET_EXHAUSTED: float(self.batch_unfilled),
             ADMITTED_ZERO_VARIANCE: float(len(self.admitted_uids)),
             REFILL_PROMPTS: float(self.refill_prompts),
+            ZERO_VARIANCE_SHARE: len(self.zero_variance_uids) / len(self.seen_uids)
+            if self.seen_uids
+            else 0.0,
         }
 
 
@@ -195,6 +212,9 @@ def _build_class():
 
         def _dapo_filtered_keys(self, partition_id):
             filtered, counts = super()._dapo_filtered_keys(partition_id)
+            if partition_id != "val":
+                # verl's cache now holds every finished group of this poll: uid -> shared value or None
+                self.refill_budget.classify(set(self._dapo_classification_cache[partition_id]), filtered)
             if partition_id == "val" or not self.refill_budget.exhausted:
                 return filtered, counts
             # Budget spent: stop evicting; everything classified zero-variance from now on is admitted.

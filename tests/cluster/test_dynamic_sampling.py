@@ -18,6 +18,14 @@ def test_verl_sampler_still_has_the_overridden_shape():
     ds.check_verl_contract()
 
 
+def test_verl_sampler_keeps_its_classification_cache_per_partition():
+    sampler = _sampler([])
+    cache = sampler._dapo_classification_cache
+    assert isinstance(cache, dict) and cache["train"] == {}, (
+        "verl's ReplayBuffer._dapo_classification_cache changed shape; port rlvr_cluster.dynamic_sampling"
+    )
+
+
 def test_budget_counts_refills_after_the_first_batch():
     budget = ds.RefillBudget(max_num_gen_batches=3, train_batch_size=4)
     assert budget.limit == 8  # two extra batches of 4 prompts; the trainer's own batch is not a refill
@@ -67,6 +75,7 @@ def test_zero_variance_groups_are_evicted_while_the_budget_lasts():
     filtered, counts = sampler._dapo_filtered_keys("train")
     assert filtered == {"a", "c"}
     assert counts == Counter({1.0: 1, 0.0: 1})
+    assert sampler.refill_budget.metrics()[ds.ZERO_VARIANCE_SHARE] == pytest.approx(2 / 3)
 
 
 def test_after_the_budget_zero_variance_groups_are_admitted_and_counted():
