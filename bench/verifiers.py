@@ -123,12 +123,14 @@ def serial_loop(names: list[str], items: list[Item]) -> list:
     return [registry.get(name).verify_batch([item])[0] for name, item in zip(names, items, strict=True)]
 
 
-def bench_pool(n: int, actors: int, repeats: int) -> dict[str, Any]:
+def bench_pool(
+    n: int, actors: int, repeats: int, code_fraction: float = 0.25, items_per_call: int = 8
+) -> dict[str, Any]:
     import ray
     from rlvr_verifiers.pool import PoolConfig, VerifierPool
 
     rng = random.Random(1234)
-    n_code = n // 4
+    n_code = int(n * code_fraction)
     items = math_items(n - n_code, rng) + code_items(n_code, rng)
     names = ["math"] * (n - n_code) + ["code"] * n_code
     order = list(range(n))
@@ -145,10 +147,15 @@ def bench_pool(n: int, actors: int, repeats: int) -> dict[str, Any]:
         configure_logging=False,
     )
     try:
-        pool = VerifierPool(PoolConfig(name="bench-pool", num_actors=actors, preload=("math", "code")))
-        warm = 32
-        serial_loop(names[:warm], items[:warm])  # warm: this process's sandbox workers, sympy imports
-        pool.verify(names[:warm], items[:warm])  # warm: the actors'
+        preload = ("math", "code") if n_code else ("math",)
+        pool = VerifierPool(
+            PoolConfig(name="bench-pool", num_actors=actors, items_per_call=items_per_call, preload=preload)
+        )
+        # Warm both sides alike (a training run is long-lived): sandbox workers forked, sympy workers
+        # started and imported, in this process and in every actor.
+        warm = min(n, 256)
+        serial_loop(names[:warm], items[:warm])
+        pool.verify(names[:warm], items[:warm])
         serial_s, pool_s = [], []
         mismatches = 0
         for _ in range(repeats):
@@ -206,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         "--n", type=int, default=1024, help="responses in the mixed batch (>= 1024 for the claim)"
     )
     parser.add_argument("--actors", type=int, default=2, help="pool actors")
+    parser.add_argument("--code-fraction", type=float, default=0.25, help="share of code responses")
+    parser.add_argument("--items-per-call", type=int, default=8, help="pool items per actor call")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument("--only", choices=("pool", "math", "sandbox"), default=None, help="run one figure")
     args = parser.parse_args(argv)
@@ -213,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     details: list[str] = []
 
     if args.only in (None, "pool"):
-        r = bench_pool(args.n, args.actors, args.repeats)
+        r = bench_pool(args.n, args.actors, args.repeats, args.code_fraction, args.items_per_call)
         table.append(
             (
                 f"pool ({r['actors']} actors) vs serial loop, {r['n']} mixed ({r['n_code']} code)",

@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import RayActorError, RayError
 
 from rlvr_verifiers.base import (
     INVALID_INPUT,
@@ -107,6 +107,13 @@ class PoolConfig:
     )
     max_in_flight_per_actor: int = field(
         default=2, metadata={"help": "Backpressure: calls queued on one actor at most."}
+    )
+    actor_concurrency: int = field(
+        default=2,
+        metadata={
+            "help": "Calls one actor runs at once, in threads: keeps its sandbox and sympy workers busy "
+            "across call boundaries (1: strictly one call after another)."
+        },
     )
     item_timeout_s: float = field(
         default=30.0,
@@ -158,6 +165,8 @@ class PoolConfig:
             problems.append(f"num_actors={self.num_actors} (need >= 1)")
         if self.items_per_call < 1:
             problems.append(f"items_per_call={self.items_per_call} (need >= 1)")
+        if self.actor_concurrency < 1:
+            problems.append(f"actor_concurrency={self.actor_concurrency} (need >= 1)")
         if self.max_in_flight_per_actor < 1:
             problems.append(f"max_in_flight_per_actor={self.max_in_flight_per_actor} (need >= 1)")
         if self.cpus_per_actor < 0 or self.resource_per_actor < 0:
@@ -381,7 +390,7 @@ class VerifierPool:
             "get_if_exists": True,
             "num_cpus": cfg.cpus_per_actor,
             "max_restarts": 0,  # the pool restarts actors itself, and resubmits their work
-            "max_concurrency": 1,
+            "max_concurrency": cfg.actor_concurrency,
         }
         if cfg.namespace is not None:
             opts["namespace"] = cfg.namespace
@@ -416,28 +425,50 @@ class VerifierPool:
             )
 
     def start(self) -> None:
-        """Create (or attach to) the actors and wait until they answer; PoolError if they cannot start."""
+        """Create (or attach to) the actors and wait until they answer; PoolError if they cannot start.
+
+        An actor that dies while starting (another client killed it, say) is recreated; one whose start
+        keeps failing (a verifier that cannot load, a sandbox that refuses to run) is a PoolError with the
+        actor's own error."""
         if not ray.is_initialized():
             raise PoolError("Ray is not initialised: call ray.init() (or use `rlvr score`) before the pool")
         self._check_resources()
-        with self._lock:
-            for slot in self._slots:
-                if slot.handle is None:
-                    self._create(slot)
-            refs = [s.ready_ref for s in self._slots if s.ready_ref is not None]
-        try:
-            ray.get(refs, timeout=self.config.start_timeout_s)
-        except GetTimeoutError:
-            raise PoolError(
-                f"verifier actors did not start within {self.config.start_timeout_s:g}s: the cluster lacks "
-                f"free CPUs ({self.config.cpus_per_actor:g} per actor) or resource "
-                f"{self.config.resource_name!r}; check `ray status`"
-            ) from None
-        except RayError as e:
-            raise PoolError(f"verifier actors failed to start: {e}") from e
-        with self._lock:
-            for slot in self._slots:
-                slot.ready_ref = None
+        deadline = time.monotonic() + self.config.start_timeout_s
+        failures, last_error = 0, ""
+        while True:
+            with self._lock:
+                for slot in self._slots:
+                    if slot.handle is None and slot.dead_id is None:
+                        self._create(slot)
+            self._revive()
+            with self._lock:
+                waiting = {s.ready_ref: s for s in self._slots if s.ready_ref is not None}
+                if not waiting and all(s.handle is not None for s in self._slots):
+                    return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PoolError(
+                    f"verifier actors did not start within {self.config.start_timeout_s:g}s: the cluster lacks "
+                    f"free CPUs ({self.config.cpus_per_actor:g} per actor) or resource "
+                    f"{self.config.resource_name!r}; check `ray status`"
+                    + (f" (last actor error: {last_error})" if last_error else "")
+                )
+            if not waiting:
+                time.sleep(min(0.05, remaining))
+                continue
+            ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=min(remaining, 0.5))
+            for ref in ready:
+                slot = waiting[ref]
+                try:
+                    ray.get(ref)
+                    with self._lock:
+                        if slot.ready_ref is ref:
+                            slot.ready_ref = None
+                except RayError as e:
+                    failures, last_error = failures + 1, _root_cause(e)
+                    self._mark_dead(slot, slot.handle, kill=False)
+                    if failures > 2 * self.config.num_actors:
+                        raise PoolError(f"verifier actors fail to start: {last_error}") from None
 
     def actor_handles(self) -> list[Any]:
         with self._lock:
@@ -590,8 +621,9 @@ class VerifierPool:
                     chunk_verdicts = ray.get(ref)
                 except RayActorError:
                     self._mark_dead(call.slot, call.handle, kill=False)
-                    # Only the call the actor was running is to blame: the oldest one we sent it (calls run
-                    # in order on an actor). Calls queued behind it go back unpunished.
+                    # Blame one call: the oldest one we sent it (with actor_concurrency 1, exactly the one it
+                    # was running). The others go back unpunished; a guilty one among them kills again and is
+                    # blamed then, so every death moves some work toward item-by-item retries.
                     same = [(r, c) for r, c in in_flight.items() if c.handle is call.handle]
                     for r, _ in same:
                         del in_flight[r]
@@ -695,6 +727,16 @@ class VerifierPool:
                 if slot.handle is not None:
                     _kill(slot.handle)
                     slot.handle = None
+
+
+def _root_cause(error: Exception) -> str:
+    """The last `SomethingError: message` line of a Ray error (the actor's own exception), shortened."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if head.endswith(("Error", "Exception", "Unavailable")) and " " not in head:
+            return _short(line, 500)
+    return _short(lines[-1] if lines else type(error).__name__, 500)
 
 
 def _kill(handle: Any) -> None:
