@@ -1,0 +1,87 @@
+"""The hf rollout server: token-in/token-out generation whose log-probs are the model's own."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+import torch
+from rlvr_cluster.hf_rollout import HFServer
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    config = SimpleNamespace(prompt_length=32, response_length=6, seed=0)
+    model_config = SimpleNamespace(path=str(tiny_model_dir), local_path=None, tokenizer=None)
+    return HFServer(config, model_config, replica_rank=0, node_rank=0)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def _prompt(tokenizer, text: str) -> list[int]:
+    text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def _generate_many(server, prompts, params):
+    async def go():
+        return await asyncio.gather(*[server.generate(p, dict(params), f"r{i}") for i, p in enumerate(prompts)])
+
+    return asyncio.run(go())
+
+
+def _reference_logprobs(model, prompt: list[int], tokens: list[int], temperature: float) -> list[float]:
+    ids = torch.tensor([prompt + tokens])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    logp = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)
+    return [float(logp[i, t]) for i, t in enumerate(tokens)]
+
+
+def test_greedy_batch_equals_one_by_one_despite_left_padding(server, tokenizer):
+    prompts = [_prompt(tokenizer, t) for t in ("3+4=", "12+9=", "1+1=", "what is 7+8?")]
+    greedy = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+    batched = _generate_many(server, prompts, greedy)
+    single = [_generate_many(server, [p], greedy)[0] for p in prompts]
+    assert [o.token_ids for o in batched] == [o.token_ids for o in single]
+    for a, b in zip(batched, single):
+        assert a.log_probs == pytest.approx(b.log_probs, abs=1e-4)
+
+
+def test_log_probs_are_the_models_own_at_the_sampling_temperature(server, tokenizer):
+    prompts = [_prompt(tokenizer, t) for t in ("2+5=", "9+9=", "0+3=")] * 3
+    outputs = _generate_many(server, prompts, {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "logprobs": True})
+    for prompt, out in zip(prompts, outputs):
+        expected = _reference_logprobs(server.model, prompt, out.token_ids, 0.7)
+        assert out.log_probs == pytest.approx(expected, abs=1e-4)
+
+
+def test_generation_stops_at_end_of_turn_and_respects_the_length_budget(server, tokenizer):
+    out = _generate_many(server, [_prompt(tokenizer, "3+4=")] * 16, {"temperature": 1.0, "logprobs": False})
+    eos = tokenizer.eos_token_id
+    for o in out:
+        assert 1 <= len(o.token_ids) <= 6
+        assert eos not in o.token_ids[:-1], "tokens were generated after the end of the turn"
+        assert o.log_probs is None
+
+
+def test_pushed_weights_change_what_the_server_generates(tiny_model_dir, tokenizer):
+    config = SimpleNamespace(prompt_length=32, response_length=4, seed=0)
+    server = HFServer(config, SimpleNamespace(path=str(tiny_model_dir)), replica_rank=0, node_rank=0)
+    prompt = _prompt(tokenizer, "4+4=")
+    before = _generate_many(server, [prompt], {"temperature": 0.0, "logprobs": True})[0]
+    weights = [(name, torch.zeros_like(t)) for name, t in server.model.state_dict().items() if "lm_head" not in name]
+    assert server.load_weights(weights) == len(weights)
+    after = _generate_many(server, [prompt], {"temperature": 0.0, "logprobs": True})[0]
+    assert after.log_probs != pytest.approx(before.log_probs, abs=1e-3)
+
+
+def test_weights_the_model_does_not_have_are_rejected(server):
+    with pytest.raises(KeyError, match="does not have"):
+        server.load_weights([("model.no_such_layer.weight", torch.zeros(2))])
