@@ -311,3 +311,38 @@ def test_configured_environment_reaches_the_actors(local_ray):
 def test_an_actor_that_cannot_start_is_a_clear_error_not_a_hang(local_ray):
     with pytest.raises(PoolError, match="no_such_module_for_rlvr"):
         make_pool("t-nostart", imports=("no_such_module_for_rlvr",), start_timeout_s=60.0)
+
+
+@pytest.mark.slow
+def test_real_math_and_code_verifiers_in_one_mixed_batch(local_ray):
+    """The built-in verifiers, not test doubles: math answers and sandboxed code, interleaved."""
+    pool = make_pool("t-real", preload=("math", "code"), imports=())
+    try:
+        tests = {"inputs": ["2 3\n", "5 5\n"], "outputs": ["5\n", "10\n"]}
+        add = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+        sub = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
+        loop = "```python\nwhile True:\n    pass\n```"
+        batch = [
+            ("math", Item(r"so the answer is \boxed{\frac{3}{4}}", "0.75")),
+            ("code", Item(add, tests)),
+            ("math", Item(r"\boxed{2^{2^{30}}}", "7")),  # pathological: bounded by the verifier
+            ("code", Item(sub, tests)),
+            ("math", Item(r"\boxed{12}", "13")),
+            ("code", Item(loop, tests, extra={"timeout_s": 1.0})),
+            ("code", Item("no code here", tests)),
+        ]
+        result = pool.verify([n for n, _ in batch], [it for _, it in batch])
+        assert [v.status for v in result.verdicts] == [OK, OK, TIMEOUT, WRONG, WRONG, TIMEOUT, PARSE_ERROR]
+        assert result.metrics["math"].count == 3 and result.metrics["code"].count == 4
+        assert result.metrics["code"].statuses[TIMEOUT] == 1
+        # The code sandbox's isolation report is asked for once (never waited for) and then carried by
+        # every batch's result.
+        for _ in range(20):
+            again = pool.verify("code", [Item(add, tests)])
+            if "code" in again.isolation:
+                break
+            time.sleep(0.1)
+        assert again.verdicts[0].status == OK
+        assert "landlock_fs" in again.isolation["code"]["layers"]
+    finally:
+        pool.shutdown()

@@ -211,6 +211,11 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
         },
         {"data_source": "mystery", "ability": "riddles", "response": "42", "ground_truth": "42"},
         {
+            "data_source": "codecontests",
+            "response": "```python\nprint(int(input()) * 2)\n```",
+            "ground_truth": json.dumps({"inputs": ["21\n"], "outputs": ["42\n"]}),
+        },
+        {
             "data_source": "countdown",
             "response": "<answer>(3+5)*2</answer>",
             "ground_truth": json.dumps({"target": 16, "numbers": [2, 3, 5]}),
@@ -223,13 +228,14 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
 
     scores = [o["reward_score"] for o in outputs]
     statuses = [o["reward_extra_info"]["rlvr_status"] for o in outputs]
-    assert scores == [1.0, 0.0, 1.0, 0.0, 1.0]
-    assert statuses == [OK, WRONG, OK, INVALID_INPUT, OK]
+    assert scores == [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
+    assert statuses == [OK, WRONG, OK, INVALID_INPUT, OK, OK]
     assert [o["reward_extra_info"]["rlvr_verifier"] for o in outputs] == [
         "math",
         "math",
         "math",
         "unrouted",
+        "code",
         "countdown",
     ]
     # verl stacks reward_extra_info by the first sample's keys: every sample must carry the same keys.
@@ -239,8 +245,8 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
         assert sum(info[f"rlvr_{s}"] for s in STATUSES) == 1.0
     assert outputs[0]["reward_extra_info"]["rlvr_latency_ms"] > 0
     assert math.isnan(outputs[3]["reward_extra_info"]["rlvr_latency_ms"])  # never sent to the pool
-    # The four routable run_single calls reached the pool in fewer calls than samples (micro-batched).
+    # The five routable run_single calls reached the pool in fewer calls than samples (micro-batched).
     batcher = worker.reward_manager._batcher
-    assert batcher.items_sent == 4 and batcher.batches_sent < 4
+    assert batcher.items_sent == 5 and batcher.batches_sent < 5
     m = step_metrics({k: [o["reward_extra_info"][k] for o in outputs] for k in EXTRA_KEYS})
     assert m["rlvr/math/pass_rate"] == pytest.approx(2 / 3) and m["rlvr/unrouted/invalid_inputs"] == 1.0
