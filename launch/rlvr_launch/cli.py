@@ -12,6 +12,10 @@ import argparse
 import importlib
 import sys
 
+# Re-exported: subcommand modules raise `rlvr_launch.cli.UserError`. It lives in its own module so
+# `python -m rlvr_launch.cli` (a second copy of this module as __main__) still catches it.
+from rlvr_launch.errors import UserError
+
 # subcommand -> (module, one-line help). The module name says what the command is.
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("rlvr_launch.train", "run a recipe on a local single-node Ray (no argument: the CPU demo)"),
@@ -27,8 +31,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class UserError(Exception):
-    """A problem with the user's input: printed as one clear message, never as a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,9 +8,11 @@ closest valid keys, a config verl rejects quotes verl's reason.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
+import sys
 from pathlib import Path
 
 from rlvr_launch.cli import UserError
@@ -156,7 +158,9 @@ def validate(cfg) -> None:
 
     warnings.filterwarnings("ignore", message="Disabled critic as algorithm.adv_estimator")
     try:
-        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        # verl prints its progress to stdout; `rlvr resolve`'s stdout must stay pure YAML.
+        with contextlib.redirect_stdout(sys.stderr):
+            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
     except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as e:

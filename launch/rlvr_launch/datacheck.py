@@ -57,7 +57,12 @@ def check_parquet(path: str | Path, prompt_key: str = "prompt", task: str = "") 
                 'Write prompts as [{"role": "user", "content": "..."}]',
             )
         for message in prompt:
-            if not isinstance(message, dict) or not isinstance(message.get("content"), str) or "role" not in message:
+            if (
+                not isinstance(message, dict)
+                or not isinstance(message.get("content"), str)
+                or not isinstance(message.get("role"), str)
+                or not message["role"]
+            ):
                 raise _fail(
                     path,
                     f"row {row}, column {prompt_key!r}",
