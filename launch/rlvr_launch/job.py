@@ -4,7 +4,8 @@ Two ways in:
 - `rlvr submit` ships the recipes and overrides it validated as the py_module `rlvr_jobspec` and runs
   `python -m rlvr_launch.job --job-id ID --config-package rlvr_jobspec [--run-dir DIR]`;
 - a KubeRay RayJob (cluster/k8s) or a plain `ray job submit` composes on the cluster from overrides,
-  against the recipes of the rlvr installed in the image:
+  against the recipes of the job's working_dir when it has recipes/ (`ray job submit --working-dir .`
+  from a checkout), else of the rlvr installed in the image:
   `python -m rlvr_launch.job --job-id NAME experiment=NAME [overrides]`.
 Either way the recipe is composed here (so ${oc.env:...} and `~` resolve in the cluster's environment) and
 `train.run_training` runs verl's trainer on the cluster's Ray (RAY_ADDRESS is set by the Jobs API).
@@ -61,6 +62,10 @@ def load_config(args: argparse.Namespace):
         # compose() reads RLVR_RECIPES_DIR: the recipes validated on the submitting machine.
         os.environ["RLVR_RECIPES_DIR"] = str(package / "recipes")
         print(f"rlvr job: recipe overrides {' '.join(overrides) or '(none)'}", flush=True)
+    elif "RLVR_RECIPES_DIR" not in os.environ and (Path.cwd() / "recipes" / "rlvr.yaml").is_file():
+        # `ray job submit --working-dir .` from a checkout: the job runs in that copy, whose recipes
+        # are the ones meant (rlvr's code may arrive as py_modules, away from any recipes/ folder).
+        os.environ["RLVR_RECIPES_DIR"] = str(Path.cwd() / "recipes")
     from rlvr_launch.compose import compose
 
     return compose(overrides)

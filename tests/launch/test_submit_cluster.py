@@ -229,3 +229,41 @@ def test_submit_to_a_dead_address_says_it_cannot_reach_it():
     assert out.returncode == 2
     assert f"cannot reach a Ray dashboard at http://127.0.0.1:{port}" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_plain_ray_job_submit_with_the_shared_runtime_env_finds_the_checkouts_recipes(head):
+    """The documented `ray job submit` path (no rlvr on the client side): working_dir = the checkout,
+    cluster/runtime_env.yaml for the code and env. An unknown experiment fails fast, listing the
+    experiments of the shipped recipes: proof the job composed against them."""
+    root = Path(__file__).resolve().parents[2]
+    env = head.client_env()
+    env["RAY_AUTH_MODE"] = "token"
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "job",
+            "submit",
+            "--address",
+            head.dashboard_url,
+            "--working-dir",
+            ".",
+            "--runtime-env",
+            "cluster/runtime_env.yaml",
+            "--",
+            "python",
+            "-m",
+            "rlvr_launch.job",
+            "--job-id",
+            "plain-submit",
+            "experiment=no_such_experiment",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "unknown experiment 'no_such_experiment'" in out.stdout + out.stderr
+    assert "cpu_demo" in out.stdout + out.stderr
