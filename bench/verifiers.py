@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
+import inspect
 import os
 import random
 import shutil
@@ -158,13 +158,16 @@ def bench_pool(
         pool.verify(names[:warm], items[:warm])
         serial_s, pool_s = [], []
         mismatches = 0
-        for _ in range(repeats):
-            t = time.perf_counter()
-            serial = serial_loop(names, items)
-            serial_s.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            result = pool.verify(names, items)
-            pool_s.append(time.perf_counter() - t)
+        for round_ in range(repeats):
+            # Alternate which side goes first, so load from other processes hits both alike.
+            for side in ("serial", "pool") if round_ % 2 == 0 else ("pool", "serial"):
+                t = time.perf_counter()
+                if side == "serial":
+                    serial = serial_loop(names, items)
+                    serial_s.append(time.perf_counter() - t)
+                else:
+                    result = pool.verify(names, items)
+                    pool_s.append(time.perf_counter() - t)
             mismatches += sum(
                 (a.status, a.score) != (b.status, b.score)
                 for a, b in zip(serial, result.verdicts, strict=True)
@@ -199,12 +202,10 @@ def _load_run(filename: str):
     return module.run
 
 
-def _rows(result: Any) -> list[str]:
-    if isinstance(result, dict):
-        return [
-            f"    {k}: {json.dumps(v) if not isinstance(v, float) else f'{v:.4g}'}" for k, v in result.items()
-        ]
-    return [f"    {result}"] if result is not None else []
+def _call(run, **quiet_kwargs):
+    """Call a sibling bench's run() quietly when it takes such a keyword."""
+    accepted = inspect.signature(run).parameters
+    return run(**{k: v for k, v in quiet_kwargs.items() if k in accepted})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,21 +246,67 @@ def main(argv: list[str] | None = None) -> int:
         if r["verdict_mismatches"]:
             details.append("  WARNING: pool and serial verdicts differ")
 
-    for key, filename, label in (
-        ("math", "math_vs_math_verify.py", "math vs HF math-verify"),
-        ("sandbox", "sandbox_vs_subprocess.py", "sandbox vs fresh subprocess"),
-    ):
-        if args.only not in (None, key):
-            continue
-        run = _load_run(filename)
+    if args.only in (None, "math"):
+        run = _load_run("math_vs_math_verify.py")
         if run is None:
-            table.append((label, "-", "-", "missing", f"bench/{filename} not present"))
-            continue
-        t = time.perf_counter()
-        result = run()
-        details.append(f"{label} ({time.perf_counter() - t:.1f} s):")
-        details.extend(_rows(result))
-        table.append((label, "see below", "", "", ""))
+            table.append(("math vs HF math-verify", "-", "-", "missing", "bench/math_vs_math_verify.py"))
+        else:
+            r = _call(run, verbose=False)
+            us, mv, ratios = r["ours"], r["math_verify"], r["ratios"]
+            table += [
+                (
+                    "math vs math-verify: throughput (excl. pathological)",
+                    f"{us['verifications_per_s_excluding_pathological']:.0f}/s",
+                    f"{mv['verifications_per_s_excluding_pathological']:.0f}/s",
+                    f"{ratios['throughput_x_excluding_pathological']:.1f}x",
+                    ">= 10x",
+                ),
+                (
+                    "math vs math-verify: throughput (all)",
+                    f"{us['verifications_per_s']:.0f}/s",
+                    f"{mv['verifications_per_s']:.0f}/s",
+                    f"{ratios['throughput_x']:.1f}x",
+                    "",
+                ),
+                (
+                    "math vs math-verify: accuracy",
+                    f"{100 * us['accuracy']:.1f}%",
+                    f"{100 * mv['accuracy']:.1f}%",
+                    f"{ratios['accuracy_diff_pts']:+.1f} pts",
+                    ">= math-verify",
+                ),
+                (
+                    "math vs math-verify: false accepts",
+                    str(us["false_accepts"]),
+                    str(mv["false_accepts"]),
+                    "",
+                    "0",
+                ),
+            ]
+            details.append(f"math targets met: {r.get('targets_met')}")
+
+    if args.only in (None, "sandbox"):
+        run = _load_run("sandbox_vs_subprocess.py")
+        if run is None:
+            table.append(
+                ("sandbox vs fresh subprocess", "-", "-", "missing", "bench/sandbox_vs_subprocess.py")
+            )
+        else:
+            r = _call(run, quiet=True)
+            table.append(
+                (
+                    f"sandbox vs fresh `python -c` per test, {r['pairs']} pairs",
+                    f"{r['sandbox_s']:.2f} s",
+                    f"{r['subprocess_s']:.2f} s",
+                    f"{r['ratio']:.2f}x",
+                    ">= 2x, same verdicts",
+                )
+            )
+            details.append(
+                f"sandbox: verdicts identical: {r['verdicts_identical']}; {r['workers']} workers; "
+                f"{r['sandbox_jobs_per_s']:.0f} vs {r['subprocess_jobs_per_s']:.0f} jobs/s; "
+                f"isolation layers active: {r.get('layers_active')}"
+            )
 
     headers = ("figure", "ours", "baseline", "ratio", "target")
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
