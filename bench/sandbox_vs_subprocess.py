@@ -1,0 +1,261 @@
+"""Benchmark: the pre-forked sandbox vs a fresh `python -c` subprocess per test, side by side.
+
+    python bench/sandbox_vs_subprocess.py              # 1000 pairs, prints both times and the ratio
+    python bench/sandbox_vs_subprocess.py --pairs 200
+    from sandbox_vs_subprocess import run; run()        # -> dict (bench/verifiers.py calls this)
+
+The same N (solution, test) pairs, stdin/stdout style, run both ways with the same concurrency (one
+job per worker / thread, `--workers`, default: usable CPUs) and judged by the same function
+(rlvr_verifiers.code.judge_stdio: exit 0, not killed, whitespace-normalised stdout equal).  The pairs
+(built here, deterministic) mix six small problems with correct solutions (~50%), wrong ones (~30%: off
+by one, wrong order, missing output) and failing ones (~20%: exceptions, syntax errors, sys.exit(1),
+recursion errors).  No infinite loops: both sides would wait out the same timeout, which measures the
+timeout, not the runner.
+
+Baseline: `subprocess.run([<real python>, "-c", source], input=stdin, capture_output=True, timeout=T)`,
+the real interpreter binary (not a pyenv shim, which would cost ~130 ms more per call), the caller's
+environment, no isolation at all.  Ours: `Sandbox.run_batch` with every layer on (setsid, rlimits,
+dedicated uid, Landlock, seccomp, output caps, sweep).  The verdicts must be identical (asserted).
+Sandbox start-up (spawning and probing the workers) is reported separately; it is paid once per
+verifier process, not per batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from rlvr_verifiers.code import judge_stdio
+from rlvr_verifiers.sandbox import Job, RunResult, Sandbox, SandboxConfig
+
+TIMEOUT_S = 5.0
+
+# problem -> (reference(stdin) -> stdout, input generator, correct, wrong variants, failing variants)
+PROBLEMS: dict[str, dict[str, Any]] = {
+    "sum": {
+        "ref": lambda s: f"{sum(map(int, s.split()))}\n",
+        "gen": lambda r: " ".join(str(r.randint(-1000, 1000)) for _ in range(r.randint(1, 20))) + "\n",
+        "correct": [
+            "print(sum(map(int, input().split())))",
+            "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))",
+        ],
+        "wrong": ["print(sum(map(int, input().split())) + 1)", "print(max(map(int, input().split())))"],
+        "failing": ["print(sum(map(int, input().split()))", "xs = input().split()\nprint(xs[100])"],
+    },
+    "reverse": {
+        "ref": lambda s: s.strip()[::-1] + "\n",
+        "gen": lambda r: "".join(r.choice("abcdefgh") for _ in range(r.randint(1, 30))) + "\n",
+        "correct": ["print(input().strip()[::-1])", "s = input().strip()\nprint(''.join(reversed(s)))"],
+        "wrong": ["print(input().strip())", "print(input().strip()[::-1].upper())"],
+        "failing": ["import sys\nsys.exit(1)", "print(input().strip()[::-1]\n"],
+    },
+    "sort": {
+        "ref": lambda s: " ".join(map(str, sorted(map(int, s.split()[1:])))) + "\n",
+        "gen": lambda r: _counted([r.randint(0, 99) for _ in range(r.randint(1, 15))]),
+        "correct": ["n, *xs = map(int, input().split())\nprint(*sorted(xs))"],
+        "wrong": [
+            "n, *xs = map(int, input().split())\nprint(*sorted(xs, reverse=True))",
+            "n, *xs = map(int, input().split())\nprint(*xs)",
+        ],
+        "failing": [
+            "n, *xs = map(int, input().split())\nprint(*sorted(xs)[n + 5])",
+            "raise RuntimeError('x')",
+        ],
+    },
+    "fib": {
+        "ref": lambda s: f"{_fib(int(s))}\n",
+        "gen": lambda r: f"{r.randint(0, 60)}\n",
+        "correct": ["n = int(input())\na, b = 0, 1\nfor _ in range(n):\n    a, b = b, a + b\nprint(a)"],
+        "wrong": ["n = int(input())\na, b = 1, 1\nfor _ in range(n):\n    a, b = b, a + b\nprint(a)"],
+        "failing": [
+            (
+                "import sys\nsys.setrecursionlimit(50)\nf = lambda n: n if n < 2 else f(n-1) + f(n-2)\n"
+                "print(f(int(input()) + 60))"
+            ),
+            "print(1 / 0)",
+        ],
+    },
+    "words": {
+        "ref": lambda s: f"{len(s.split())}\n",
+        "gen": lambda r: " ".join(r.choice(["a", "bb", "ccc", "dd"]) for _ in range(r.randint(0, 12))) + "\n",
+        "correct": ["print(len(input().split()))", "import sys\nprint(len(sys.stdin.read().split()))"],
+        "wrong": ["print(len(input()))", "print(input().count(' '))"],
+        "failing": ["print(len(input().split())", "import os\nos._exit(3)"],
+    },
+    "grid": {
+        "ref": lambda s: _grid(*map(int, s.split())),
+        "gen": lambda r: f"{r.randint(1, 8)} {r.randint(1, 8)}\n",
+        "correct": ["h, w = map(int, input().split())\nfor _ in range(h):\n    print('#' * w)"],
+        "wrong": [
+            "h, w = map(int, input().split())\nfor _ in range(w):\n    print('#' * h)",
+            "h, w = map(int, input().split())\nprint('#' * w)",
+        ],
+        "failing": ["h, w = map(int, input().split())\nprint(undefined_name)", "assert False, 'nope'"],
+    },
+}
+
+
+def _counted(xs: list[int]) -> str:
+    return f"{len(xs)} " + " ".join(map(str, xs)) + "\n"
+
+
+def _grid(h: int, w: int) -> str:
+    return "\n".join("#" * w for _ in range(h)) + "\n"
+
+
+def _fib(n: int) -> int:
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+def pairs(n: int, seed: int = 0) -> list[tuple[str, str, str]]:
+    """n deterministic (source, stdin, expected stdout) triples: ~50% correct, ~30% wrong, ~20% failing."""
+    rng = random.Random(seed)
+    out = []
+    names = sorted(PROBLEMS)
+    for i in range(n):
+        problem = PROBLEMS[names[i % len(names)]]
+        kind = rng.choices(["correct", "wrong", "failing"], weights=[5, 3, 2])[0]
+        source = rng.choice(problem[kind])
+        stdin = problem["gen"](rng)
+        out.append((source, stdin, problem["ref"](stdin)))
+    return out
+
+
+def _subprocess_result(python: str, source: str, stdin: str) -> RunResult:
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [python, "-c", source], input=stdin.encode(), capture_output=True, timeout=TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as e:
+        return RunResult(
+            None, 9, e.stdout or b"", e.stderr or b"", b"", True, "timeout", time.perf_counter() - start
+        )
+    code = done.returncode
+    return RunResult(
+        code if code >= 0 else None,
+        -code if code < 0 else None,
+        done.stdout,
+        done.stderr,
+        b"",
+        False,
+        None,
+        time.perf_counter() - start,
+    )
+
+
+def run(
+    n_pairs: int = 1000, workers: int | None = None, seed: int = 0, rounds: int = 10, quiet: bool = False
+) -> dict[str, Any]:
+    """Run both sides on the same pairs; returns the figures (and asserts identical verdicts).
+
+    The pairs are cut into `rounds` slices run alternately by each side (sandbox first on even rounds,
+    subprocess first on odd ones), so load from other processes on a shared machine hits both alike.
+    """
+    workers = workers or SandboxConfig().workers
+    python = os.path.realpath(sys.executable)
+    data = pairs(n_pairs, seed)
+    slices = [data[i * len(data) // rounds : (i + 1) * len(data) // rounds] for i in range(rounds)]
+    work_dir = tempfile.mkdtemp(prefix="rlvr-bench-sandbox-", dir="/tmp")
+    os.chmod(work_dir, 0o755)
+    ours: list[RunResult] = []
+    theirs: list[RunResult] = []
+    sandbox_s = subprocess_s = 0.0
+    load_before = os.getloadavg()[0]
+    try:
+        start = time.perf_counter()
+        sandbox = Sandbox(SandboxConfig(workers=workers, work_dir=work_dir, timeout_s=TIMEOUT_S)).start()
+        start_s = time.perf_counter() - start
+        try:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                sandbox.run_batch([Job("pass")] * workers)  # warm both sides
+                list(pool.map(lambda _: _subprocess_result(python, "pass", ""), range(workers)))
+                for k, chunk in enumerate(slices):
+                    for side in ("ours", "theirs") if k % 2 == 0 else ("theirs", "ours"):
+                        t = time.perf_counter()
+                        if side == "ours":
+                            ours += sandbox.run_batch(
+                                [Job(src, stdin=stdin.encode()) for src, stdin, _ in chunk]
+                            )
+                            sandbox_s += time.perf_counter() - t
+                        else:
+                            theirs += pool.map(lambda p: _subprocess_result(python, p[0], p[1]), chunk)
+                            subprocess_s += time.perf_counter() - t
+            lat_ours, lat_theirs = [], []
+            for _ in range(50):  # one job at a time: latency, alternating too
+                lat_ours.append(sandbox.run("print(sum(range(1000)))").wall_s)
+                lat_theirs.append(_subprocess_result(python, "print(sum(range(1000)))", "").wall_s)
+            layers = [n for n, st in sandbox.isolation_report()["layers"].items() if st["active"]]
+        finally:
+            sandbox.close()
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+    verdicts_ours = [judge_stdio(r, expected) for r, (_, _, expected) in zip(ours, data, strict=True)]
+    verdicts_theirs = [judge_stdio(r, expected) for r, (_, _, expected) in zip(theirs, data, strict=True)]
+    kinds_ours = [v[0] for v in verdicts_ours]
+    mismatches = [
+        (i, a, b) for i, (a, b) in enumerate(zip(verdicts_ours, verdicts_theirs, strict=True)) if a != b
+    ]
+    counts = {k: kinds_ours.count(k) for k in sorted(set(kinds_ours))}
+    result = {
+        "pairs": n_pairs,
+        "workers": workers,
+        "sandbox_s": sandbox_s,
+        "subprocess_s": subprocess_s,
+        "ratio": subprocess_s / sandbox_s,
+        "sandbox_jobs_per_s": n_pairs / sandbox_s,
+        "subprocess_jobs_per_s": n_pairs / subprocess_s,
+        "latency_ms_sandbox_p50": 1000 * statistics.median(lat_ours),
+        "latency_ms_subprocess_p50": 1000 * statistics.median(lat_theirs),
+        "sandbox_start_s": start_s,
+        "verdicts_identical": not mismatches,
+        "verdict_counts": counts,
+        "layers_active": len(layers),
+        "load_avg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+    }
+    if not quiet:
+        print(
+            f"{n_pairs} (solution, test) pairs, {workers} workers/threads, {rounds} alternating rounds; "
+            f"verdicts {counts}; load average {result['load_avg_1m']}"
+        )
+        print(
+            f"  sandbox (all {len(layers)} layers): {sandbox_s:.2f} s  ({n_pairs / sandbox_s:.0f} jobs/s, "
+            f"p50 latency {result['latency_ms_sandbox_p50']:.1f} ms; start-up {start_s:.2f} s once)"
+        )
+        print(
+            f"  fresh python -c per test:  {subprocess_s:.2f} s  ({n_pairs / subprocess_s:.0f} jobs/s, "
+            f"p50 latency {result['latency_ms_subprocess_p50']:.1f} ms)"
+        )
+        print(f"  ratio: {result['ratio']:.2f}x faster (target >= 2x); verdicts identical: {not mismatches}")
+        for i, a, b in mismatches[:5]:
+            print(f"  MISMATCH pair {i}: sandbox {a} vs subprocess {b}")
+    assert not mismatches, f"{len(mismatches)} verdicts differ between the sandbox and plain subprocesses"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=1000, help="(solution, test) pairs")
+    parser.add_argument("--workers", type=int, default=None, help="sandbox workers = subprocess threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=10, help="alternating slices (fairness under load)")
+    args = parser.parse_args(argv)
+    run(args.pairs, args.workers, args.seed, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
