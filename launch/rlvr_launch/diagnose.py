@@ -33,6 +33,7 @@ from pathlib import Path
 
 from rlvr_launch.cli import UserError
 
+STEP = "training/global_step"
 SCORE = "critic/score/mean"
 LENGTH = "response_length/mean"
 CLIP = "response_length/clip_ratio"
@@ -124,8 +125,10 @@ def read_metrics(run_dir: Path) -> list[dict]:
             continue  # a line cut short by a kill
         if isinstance(row.get("data"), dict):
             row = {"step": row.get("step"), **row["data"]}
+        if row.get("step") is None and row.get(STEP) is not None:
+            row["step"] = row[STEP]  # `rlvr train`'s metrics.jsonl keys steps by verl's training/global_step
         rows.append(row)
-    rows.sort(key=lambda r: (r.get("step") is None, r.get("step") or r.get("training/global_step") or 0))
+    rows.sort(key=lambda r: (r.get("step") is None, r.get("step") or 0))
     return rows
 
 
