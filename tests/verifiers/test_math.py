@@ -452,3 +452,53 @@ def test_warm_up_leaves_a_ready_sympy_worker_for_the_pool() -> None:
 
     MATH.warm_up()
     assert any(w.proc.poll() is None for w in _symbolic.pool()._idle)
+
+
+def _random_expression(rng, depth: int = 0):
+    """(LaTeX, 50-digit value) for a random expression over integers, decimals, fractions, sqrt, pi."""
+    import mpmath
+
+    if depth > 3 or rng.random() < 0.3:
+        kind = rng.random()
+        if kind < 0.5:
+            n = rng.randint(0, 12)
+            return str(n), mpmath.mpf(n)
+        if kind < 0.7:
+            a, b = rng.randint(1, 9), rng.choice([2, 4, 5, 8])
+            return (f"{a}/{b}" if rng.random() < 0.5 else f"{a / b}"), mpmath.mpf(a) / b
+        if kind < 0.85:
+            n = rng.randint(2, 12)
+            return rf"\sqrt{{{n}}}", mpmath.sqrt(n)
+        return r"\pi", mpmath.pi
+    a, va = _random_expression(rng, depth + 1)
+    b, vb = _random_expression(rng, depth + 1)
+    op = rng.choice(["+", "-", "*", "/", "^"])
+    if op == "+":
+        return f"{a}+{b}", va + vb
+    if op == "-":
+        return f"{a}-({b})", va - vb
+    if op == "*":
+        return f"({a})({b})", va * vb
+    if op == "/" and vb != 0:
+        return rf"\frac{{{a}}}{{{b}}}", va / vb
+    n = rng.randint(1, 4)
+    return f"({a})^{{{n}}}", va**n
+
+
+def test_accepts_exactly_when_50_digit_values_agree_on_random_expressions() -> None:
+    """Differential check against mpmath: no false accept, no false reject on the exact path."""
+    import random
+
+    import mpmath
+
+    rng = random.Random(20261129)
+    with mpmath.workdps(50):
+        for _ in range(200):
+            a, va = _random_expression(rng)
+            if rng.random() < 0.5:
+                b, vb = _random_expression(rng)
+            else:
+                b, vb = rf"({a})\cdot\frac{{3}}{{3}}+0", va  # same value, different form
+            equal = abs(va - vb) <= mpmath.mpf(10) ** -30 * max(1, abs(va))
+            verdict = check(a, b)
+            assert (verdict.status == "ok") is equal, (a, b, verdict)

@@ -848,6 +848,8 @@ _WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
 
 
 def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
+    if not tokens:
+        raise ParseFailure("empty item")
     vals = [v for _, v in tokens]
     if vals in (["\\emptyset"], ["\\{", "\\}"], ["{", "}"]):
         return Collection("set", [])
@@ -1336,6 +1338,9 @@ def _prepare(raw: str) -> Answer:
         return Answer(norm, None, f"too_complex: {exc}")
     except RecursionError:
         return Answer(norm, None, "too_complex: recursion")
+    except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError):
+        # A parser corner case: the answer is not math this parser understands; compare it as text.
+        return Answer(norm, Text(_text_key(norm.text)))
 
 
 def _choice(s: str) -> str | None:
@@ -1436,4 +1441,9 @@ class MathVerifier(Verifier):
             if item.extra
             else self.symbolic_timeout_s
         )
-        return check(answer, reference, timeout_s)
+        try:
+            return check(answer, reference, timeout_s)
+        except Exception as exc:  # noqa: BLE001 - every item gets a verdict; a bug here is never a reward
+            return Verdict(
+                0.0, PARSE_ERROR, f"unhandled {type(exc).__name__} while checking: {str(exc)[:80]}"
+            )
