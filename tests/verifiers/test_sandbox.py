@@ -38,7 +38,7 @@ def test_isolation_report_names_every_layer_and_all_hold_on_this_host_class(work
 
 
 def test_a_missing_required_layer_refuses_to_start(work_dir):
-    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir, job_uid=None))  # no dedicated uid
+    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir, job_uid_base=None))  # no dedicated uid
     with pytest.raises(SandboxUnavailable) as error:
         box.start()
     message = str(error.value)
@@ -47,7 +47,7 @@ def test_a_missing_required_layer_refuses_to_start(work_dir):
 
 
 def test_a_refused_sandbox_runs_nothing(work_dir):
-    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir, job_uid=None))
+    box = Sandbox(SandboxConfig(workers=1, work_dir=work_dir, job_uid_base=None))
     with pytest.raises(SandboxUnavailable):
         box.start()
     with pytest.raises(RuntimeError, match="closed"):
@@ -58,10 +58,10 @@ def test_a_refused_sandbox_runs_nothing(work_dir):
 def test_weaker_isolation_runs_only_when_accepted_and_is_reported_on_every_result(work_dir, caplog, how):
     if how == "require":
         config = SandboxConfig(
-            workers=1, work_dir=work_dir, job_uid=None, require=tuple(n for n in LAYERS if n != "uid")
+            workers=1, work_dir=work_dir, job_uid_base=None, require=tuple(n for n in LAYERS if n != "uid")
         )
     else:
-        config = SandboxConfig(workers=1, work_dir=work_dir, job_uid=None, allow_weaker_isolation=True)
+        config = SandboxConfig(workers=1, work_dir=work_dir, job_uid_base=None, allow_weaker_isolation=True)
     caplog.set_level(logging.WARNING, logger="rlvr_verifiers.sandbox")
     with Sandbox(config) as box:
         report = box.isolation_report()
@@ -162,3 +162,19 @@ def test_seccomp_filter_jumps_stay_inside_the_program():
     assert instructions[-1] == (0x06, 0, 0, 0x7FFF0000)  # default: allow
     # the worker pid is baked in (kill of the worker denied)
     assert any(code == 0x15 and k == 4242 for code, _, _, k in instructions)
+
+
+def test_sandboxes_on_one_host_never_share_a_uid_so_one_sweep_spares_the_other(work_dir):
+    # Two verifier actors on one node each own a sandbox: a uid-wide sweep in one must not touch the
+    # other's jobs.
+    with (
+        Sandbox(SandboxConfig(workers=2, work_dir=work_dir)) as a,
+        Sandbox(SandboxConfig(workers=2, work_dir=work_dir)) as b,
+    ):
+        assert len(set(a.job_uids()) | set(b.job_uids())) == 4
+        steady = a.submit(Job("import time; time.sleep(2); print('survived')", timeout_s=10))
+        daemon = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\nprint('x')"
+        swept = b.run_batch([Job(daemon), Job(daemon)])
+        assert all(r.leftovers_killed >= 1 for r in swept)  # b really swept its uids
+        result = steady.result()
+    assert result.ok and result.stdout == b"survived\n", result

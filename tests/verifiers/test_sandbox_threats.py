@@ -25,7 +25,6 @@ from rlvr_verifiers.sandbox import Job, Sandbox, SandboxConfig
 FILE_LIMIT = 8 << 20
 DISK_LIMIT = 32 << 20
 STDOUT_LIMIT = 1 << 20
-JOB_UID = 65100
 WORKERS = 2
 
 
@@ -51,7 +50,6 @@ def sandbox(work_dir):
         stdout_limit_bytes=STDOUT_LIMIT,
         file_size_limit_bytes=FILE_LIMIT,
         disk_limit_bytes=DISK_LIMIT,
-        job_uid=JOB_UID,
         work_dir=work_dir,
     )
     with Sandbox(config) as box:
@@ -62,9 +60,10 @@ def run(box: Sandbox, source: str, stdin: bytes = b"", timeout_s: float = 5.0):
     return box.run(textwrap.dedent(source), stdin=stdin, timeout_s=timeout_s)
 
 
-def processes_of_job_uids() -> list[int]:
-    """Live (non-zombie) processes owned by any worker's job uid."""
-    uids = {str(JOB_UID + i) for i in range(WORKERS)}
+def processes_of_job_uids(box: Sandbox) -> list[int]:
+    """Live (non-zombie) processes owned by the job uid of any of the sandbox's workers."""
+    uids = {str(uid) for uid in box.job_uids()}
+    assert len(uids) == WORKERS  # every worker has its own dedicated uid
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -104,7 +103,7 @@ def test_cpu_loop_ignoring_signals_is_killed_at_the_wall_clock_deadline(sandbox)
     assert result.timed_out and result.killed_reason == "timeout"
     assert result.signal == signal.SIGKILL
     assert result.wall_s < 10.0  # killed at the 1 s deadline, not left running
-    assert processes_of_job_uids() == []
+    assert processes_of_job_uids(sandbox) == []
 
 
 def test_sleeping_program_is_killed_at_the_wall_clock_deadline(sandbox):
@@ -160,7 +159,7 @@ def test_fork_bomb_is_contained_and_swept(sandbox):
         timeout_s=2.0,
     )
     assert result.timed_out
-    assert processes_of_job_uids() == []  # every fork-bomb process is gone after the job
+    assert processes_of_job_uids(sandbox) == []  # every fork-bomb process is gone after the job
     assert_sandbox_still_works(sandbox)
 
 
@@ -181,7 +180,7 @@ def test_thread_bomb_is_bounded_by_nproc(sandbox):
     )
     assert result.exit_code == 0
     assert int(result.stdout) < 64  # RLIMIT_NPROC counts threads of the dedicated uid
-    assert processes_of_job_uids() == []
+    assert processes_of_job_uids(sandbox) == []
 
 
 def test_filling_the_disk_with_one_file_stops_at_the_file_size_limit(sandbox):
@@ -625,18 +624,18 @@ def test_daemonized_double_fork_children_do_not_outlive_the_job(sandbox):
     daemon = int(result.stdout)
     assert result.leftovers_killed >= 1
     assert result.wall_s < 30.0  # the held-open stdout did not make the job wait 60 s for the daemon
-    assert not os.path.exists(f"/proc/{daemon}") or _is_zombie_or_other(daemon)
-    assert processes_of_job_uids() == []
+    assert not os.path.exists(f"/proc/{daemon}") or _is_zombie_or_other(daemon, sandbox.job_uids())
+    assert processes_of_job_uids(sandbox) == []
 
 
-def _is_zombie_or_other(pid: int) -> bool:
+def _is_zombie_or_other(pid: int, uids: list[int]) -> bool:
     try:
         with open(f"/proc/{pid}/status") as f:
             status = f.read()
     except OSError:
         return True
     uid = status.split("Uid:")[1].split()[0]
-    return "State:\tZ" in status or int(uid) not in range(JOB_UID, JOB_UID + WORKERS)
+    return "State:\tZ" in status or int(uid) not in uids
 
 
 def test_user_namespaces_cannot_be_created(sandbox):
@@ -746,7 +745,7 @@ def test_a_killed_worker_is_replaced_and_its_job_reported(sandbox):
     assert_sandbox_still_works(sandbox)
     assert_sandbox_still_works(sandbox)
     assert victim not in sandbox.worker_pids() and len(sandbox.worker_pids()) == WORKERS
-    assert processes_of_job_uids() == []
+    assert processes_of_job_uids(sandbox) == []
 
 
 def test_concurrent_batches_from_many_threads_all_get_results(sandbox):

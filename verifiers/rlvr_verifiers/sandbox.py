@@ -24,7 +24,7 @@ How it works
   filter once, and forks ONE child per job (forking from a small process costs ~1-2 ms; never fork from
   a big Ray actor).
 - The child: its own session; rlimits (AS, CPU, FSIZE, NOFILE, NPROC, CORE=0); a dedicated non-root uid
-  per worker (`job_uid + worker index`, when running as root); no_new_privs; Landlock (writes only in
+  per worker (claimed host-wide from `job_uid_base`.., when running as root); no_new_privs; Landlock (writes only in
   its fresh job dir, reads only in the interpreter's and system library dirs, TCP bind/connect denied
   with ABI >= 4, signals and abstract unix sockets scoped with ABI >= 6); seccomp (socket()/socketpair()
   only AF_UNIX stream/seqpacket, no connect(), no namespaces, mounts, ptrace, process_vm_*, io_uring, bpf,
@@ -169,12 +169,20 @@ class SandboxConfig:
     max_processes: int = field(
         default=64, metadata={"help": "RLIMIT_NPROC of a job (processes + threads of its dedicated uid)."}
     )
-    job_uid: int | None = field(
+    job_uid_base: int | None = field(
         default=65100,
         metadata={
-            "help": "Worker i runs its jobs as uid/gid job_uid + i (when this process is root). Pick a range "
-            "no real user or process uses: the sweep kills every process of that uid. None: no uid switch."
+            "help": "Each worker (when this process is root) claims its own uid/gid in [job_uid_base, "
+            "job_uid_base + job_uid_count), host-wide, through a lock file in uid_lock_dir. Use a range no "
+            "real user or process uses: the sweep kills every process of a claimed uid. None: no uid switch."
         },
+    )
+    job_uid_count: int = field(
+        default=400, metadata={"help": "Size of the job uid range (workers per host)."}
+    )
+    uid_lock_dir: str = field(
+        default="/tmp/rlvr-sandbox-uids",
+        metadata={"help": "Root-only dir of per-uid lock files shared by every sandbox on the host."},
     )
     python: str = field(
         default_factory=_real_python,
@@ -313,7 +321,6 @@ class _Worker:
 
     def start(self) -> dict[str, Any]:
         cfg = self.config
-        uid = None if cfg.job_uid is None else cfg.job_uid + self.index
         self.proc = subprocess.Popen(
             [cfg.python, "-I", WORKER_SCRIPT],
             stdin=subprocess.PIPE,
@@ -325,8 +332,9 @@ class _Worker:
         )
         worker_config = {
             "work_dir": cfg.work_dir,
-            "job_uid": uid,
-            "job_gid": uid,
+            "job_uid_base": cfg.job_uid_base,
+            "job_uid_count": cfg.job_uid_count,
+            "uid_lock_dir": cfg.uid_lock_dir,
             "memory_limit": cfg.memory_mb << 20,
             "stdout_limit": cfg.stdout_limit_bytes,
             "stderr_limit": cfg.stderr_limit_bytes,
@@ -544,6 +552,14 @@ class Sandbox:
     @property
     def weaker_isolation(self) -> tuple[str, ...]:
         return self._weaker
+
+    def job_uids(self) -> list[int]:
+        """The dedicated uid of each live worker (empty without the `uid` layer)."""
+        return [
+            w.hello["job_uid"]
+            for w in self._workers
+            if w.proc is not None and w.hello.get("job_uid") is not None
+        ]
 
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (for monitoring, and for tests that kill one)."""

@@ -650,9 +650,14 @@ def _setup_worker(config):
     STATE["worker_pid"] = os.getpid()
     STATE["read_paths"] = _read_paths()
     STATE["landlock_abi"] = landlock_abi()
-    uid = config.get("job_uid")
-    if os.geteuid() == 0 and uid is not None:
-        STATE["uid"], STATE["gid"] = uid, config.get("job_gid", uid)
+    uid = None
+    if os.geteuid() == 0 and config.get("job_uid_base") is not None:
+        try:
+            uid = _claim_uid(config["job_uid_base"], config["job_uid_count"], config["uid_lock_dir"])
+        except OSError as e:
+            STATE["uid_reason"] = f"no dedicated uid: {e}"
+    if uid is not None:
+        STATE["uid"], STATE["gid"] = uid, uid
         _kill_uid(uid)  # leftovers of a previous worker with this uid (one killed with SIGKILL, say)
         stdlib = os.path.dirname(os.__file__)
         STATE["keep_dac_read_search"] = not _world_readable_tree(stdlib)
@@ -700,6 +705,38 @@ def _setup_worker(config):
     )
     put("sweep", layers["subreaper"]["active"], sweep)
     LAYERS.update(layers)
+
+
+def _claim_uid(base, count, lock_dir):
+    """The first uid in [base, base + count) that no other worker on this host holds: an exclusive
+    flock on `lock_dir/<uid>`, held for this worker's lifetime (released by the kernel when it dies).
+    Uids named in /etc/passwd are skipped (the sweep kills every process of the claimed uid)."""
+    import fcntl
+
+    os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+    st = os.lstat(lock_dir)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise OSError(errno.EPERM, f"{lock_dir} must be a root-owned directory writable only by root")
+    known = set()
+    try:
+        with open("/etc/passwd") as f:
+            known = {int(line.split(":")[2]) for line in f if line.count(":") >= 3}
+    except (OSError, ValueError):
+        pass
+    for uid in range(base, base + count):
+        if uid in known:
+            continue
+        fd = os.open(
+            os.path.join(lock_dir, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        STATE["uid_lock_fd"] = fd  # closed in every job child (closerange), so only this worker holds it
+        return uid
+    raise OSError(errno.EBUSY, f"all {count} uids from {base} are held by other sandbox workers")
 
 
 def _probe():
@@ -1279,6 +1316,7 @@ def main():
                 "version": sys.version.split()[0],
                 "layers": LAYERS,
                 "enforced": sorted(ENFORCE),
+                "job_uid": STATE["uid"] if "uid" in ENFORCE else None,
                 "landlock_abi": STATE["landlock_abi"],
                 "read_paths": STATE["read_paths"],
             }
