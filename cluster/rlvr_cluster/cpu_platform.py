@@ -18,10 +18,9 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import torch
-
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
@@ -148,7 +147,7 @@ class PlatformCPU(PlatformBase):
     def set_device(self, device_index: int) -> None:
         return None
 
-    def synchronize(self, device_index: Optional[int] = None) -> None:
+    def synchronize(self, device_index: int | None = None) -> None:
         return None
 
     def manual_seed(self, seed: int) -> None:
@@ -163,7 +162,7 @@ class PlatformCPU(PlatformBase):
     def empty_cache(self) -> None:
         return None
 
-    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
         return None, None
 
     def communication_backend_name(self) -> str:

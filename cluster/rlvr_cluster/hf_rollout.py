@@ -20,11 +20,11 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Generator, Optional
+from collections.abc import Generator
+from typing import Any
 
 import ray
 import torch
-
 from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
@@ -84,10 +84,12 @@ class HFServer:
         self.config = config
         self.model_config = model_config
         self.replica_rank = replica_rank
-        self.global_steps: Optional[int] = None
+        self.global_steps: int | None = None
         path = os.path.expanduser(_field(model_config, "local_path") or _field(model_config, "path"))
         torch.set_num_threads(max(1, int(os.environ.get("RLVR_ROLLOUT_THREADS", "1"))))
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, attn_implementation="eager"
+        )
         self.model.eval()
         self.eos_ids = _eos_ids(self.model, _field(model_config, "tokenizer"))
         self.pad_id = self.model.config.pad_token_id
@@ -95,7 +97,7 @@ class HFServer:
             self.pad_id = next(iter(self.eos_ids), 0)
         self.generator = torch.Generator().manual_seed(int(getattr(config, "seed", 0) or 0) + replica_rank)
         self._pending: list[tuple[list[int], dict, asyncio.Future]] = []
-        self._batcher: Optional[asyncio.Task] = None
+        self._batcher: asyncio.Task | None = None
         self._weights_version = 0
 
     # --- token-in / token-out generation ---------------------------------------------------------
@@ -105,8 +107,8 @@ class HFServer:
         prompt_ids: list[int],
         sampling_params: dict[str, Any],
         request_id: str,
-        image_data: Optional[list[Any]] = None,
-        video_data: Optional[list[Any]] = None,
+        image_data: list[Any] | None = None,
+        video_data: list[Any] | None = None,
         **_kwargs: Any,
     ) -> TokenOutput:
         if image_data or video_data:
@@ -282,7 +284,10 @@ class HFReplica(RolloutReplica):
         if not self.workers:
             raise RuntimeError("the hf rollout runs in hybrid mode only (rollout colocated with the actor)")
         node_ids = await asyncio.gather(
-            *[w.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()) for w in self.workers]
+            *[
+                w.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
+                for w in self.workers
+            ]
         )
         for node_rank in range(self.nnodes):
             node_id = node_ids[node_rank * self.gpus_per_replica_node]

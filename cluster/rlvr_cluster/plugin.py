@@ -18,8 +18,10 @@ logger = logging.getLogger("rlvr_cluster")
 
 
 def _register() -> None:
-    from rlvr_cluster import cpu_platform  # noqa: F401  (registers the platform)
-    from rlvr_cluster import verl_private
+    from rlvr_cluster import (
+        cpu_platform,  # noqa: F401  (registers the platform)
+        verl_private,
+    )
 
     if os.environ.get("VERL_PLATFORM", "").strip().lower() == cpu_platform.PLATFORM_NAME:
         verl_private.install_cpu_workarounds()

@@ -31,8 +31,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="RL with verifiable rewards on verl.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -72,8 +72,7 @@ def _check_group_choices(overrides: list[str]) -> None:
             close = difflib.get_close_matches(value, available, n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise UserError(
-                f"unknown {key} {value!r}.{hint} Available {key}s: {', '.join(available)} "
-                f"(see `rlvr ls`)"
+                f"unknown {key} {value!r}.{hint} Available {key}s: {', '.join(available)} (see `rlvr ls`)"
             )
 
 
@@ -160,7 +159,9 @@ def validate(cfg) -> None:
     try:
         # verl prints its progress to stdout; `rlvr resolve`'s stdout must stay pure YAML.
         with contextlib.redirect_stdout(sys.stderr):
-            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+            validate_config(
+                config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+            )
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
     except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as e:

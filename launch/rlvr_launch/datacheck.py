@@ -31,7 +31,9 @@ def check_parquet(path: str | Path, prompt_key: str = "prompt", task: str = "") 
 
         table = pq.read_table(path)
     except Exception as e:  # noqa: BLE001 - any reader failure means the file is not usable parquet
-        raise UserError(f"dataset {path} is not a readable parquet file ({type(e).__name__}: {e}). {prepare_hint}.") from None
+        raise UserError(
+            f"dataset {path} is not a readable parquet file ({type(e).__name__}: {e}). {prepare_hint}."
+        ) from None
     columns = set(table.column_names)
     for column in (prompt_key, *REQUIRED_COLUMNS):
         if column not in columns:
@@ -48,7 +50,12 @@ def check_parquet(path: str | Path, prompt_key: str = "prompt", task: str = "") 
     sources = table.column("data_source").to_pylist()
     for row, (prompt, reward, source) in enumerate(zip(prompts, rewards, sources, strict=True)):
         if not isinstance(source, str) or not source:
-            raise _fail(path, f"row {row}, column 'data_source'", f"expected a non-empty string, got {source!r}", "Every row names its data source")
+            raise _fail(
+                path,
+                f"row {row}, column 'data_source'",
+                f"expected a non-empty string, got {source!r}",
+                "Every row names its data source",
+            )
         if not isinstance(prompt, list) or not prompt:
             raise _fail(
                 path,

@@ -38,9 +38,7 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # transformers/models/qwen2/tokenization_qwen2.py PRETOKENIZE_REGEX (transformers 5.9).
-QWEN2_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 # Bump when the build code changes in a way the spec fields do not capture.
 _BUILD_VERSION = 2
 
@@ -93,7 +91,9 @@ def _corpus(spec: TinySpec) -> list[str]:
     train, held_out = addition_pairs(spec)
     lines = []
     for a, b in train + held_out:
-        lines.append(f"<|im_start|>user\n{addition_prompt(a, b)}<|im_end|>\n<|im_start|>assistant\n{a + b}<|im_end|>\n")
+        lines.append(
+            f"<|im_start|>user\n{addition_prompt(a, b)}<|im_end|>\n<|im_start|>assistant\n{a + b}<|im_end|>\n"
+        )
     return lines * 4
 
 
@@ -223,7 +223,9 @@ def warm_start(model, tokenizer, spec: TinySpec, log=print) -> tuple[int, float]
             model.eval()
             accuracy = greedy_accuracy(model, tokenizer, train)
             if step % 100 == 0:
-                log(f"[rlvr] warm start step {step}: loss {out.loss.item():.3f}, greedy accuracy {accuracy:.2f}")
+                log(
+                    f"[rlvr] warm start step {step}: loss {out.loss.item():.3f}, greedy accuracy {accuracy:.2f}"
+                )
             if accuracy >= spec.warm_start_target:
                 break
     model.eval()
@@ -245,7 +247,9 @@ def build_model(spec: TinySpec, out_dir: Path, log=print) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(tmp)
     for text in _corpus(spec)[:100]:
         if tokenizer.encode(text, add_special_tokens=False) != trained.encode(text, add_special_tokens=False):
-            raise RuntimeError(f"the reloaded tokenizer ({type(tokenizer).__name__}) encodes {text!r} differently")
+            raise RuntimeError(
+                f"the reloaded tokenizer ({type(tokenizer).__name__}) encodes {text!r} differently"
+            )
     check_tokenizer(tokenizer)
     model = AutoModelForCausalLM.from_config(_model_config(spec, tokenizer), dtype=torch.float32)
     steps, accuracy = warm_start(model, tokenizer, spec, log=log)

@@ -19,8 +19,8 @@ import fcntl
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from rlvr_launch.cli import UserError
 
@@ -159,13 +159,16 @@ class RunDir:
 
         fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
         if train:
-            xs, ys = zip(*train)
+            xs, ys = zip(*train, strict=True)
             ax.plot(xs, ys, color="#9ab", linewidth=1, label="mean reward per step (train, sampled)")
             window = max(1, len(ys) // 10)
-            smooth = [sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1]) for i in range(len(ys))]
+            smooth = [
+                sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1])
+                for i in range(len(ys))
+            ]
             ax.plot(xs, smooth, color="#1f5fa8", linewidth=2, label=f"moving average ({window} steps)")
         if val:
-            xs, ys = zip(*val)
+            xs, ys = zip(*val, strict=True)
             ax.plot(xs, ys, "o--", color="#c0392b", label=f"held-out ({val_key})")
         ax.set_xlabel("training step")
         ax.set_ylabel("reward")

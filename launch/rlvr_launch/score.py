@@ -179,9 +179,8 @@ def _summary(verifier: str, verdicts, results, wall_s: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvr_verifiers import registry
-
     from rlvr_launch.cli import UserError
+    from rlvr_verifiers import registry
 
     available = registry.names()
     if args.verifier not in available:
@@ -198,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--output folder {out_dir!r} does not exist; create it first")
 
     import ray
+
     from rlvr_verifiers.pool import DEFAULT_RESOURCE, PoolConfig, PoolError, VerifierPool
 
     address = args.address or os.environ.get("RAY_ADDRESS")

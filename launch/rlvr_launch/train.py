@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -66,7 +65,9 @@ def prepare(cfg) -> None:
     if "tiny_model" in wanted:
         built = embedded.ensure_tiny_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))
         if str(built) != str(cfg.actor_rollout_ref.model.path):
-            log(f"note: the recipe's model path is {cfg.actor_rollout_ref.model.path}, not the embedded build")
+            log(
+                f"note: the recipe's model path is {cfg.actor_rollout_ref.model.path}, not the embedded build"
+            )
     if embedded.ADDITION in wanted:
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
     task = str(cfg.rlvr.get("task") or "")
@@ -90,7 +91,6 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> bool:
     """Join RAY_ADDRESS when set (a Ray job), else start a private single-node Ray. Returns True if started."""
     import ray
     from omegaconf import OmegaConf
-
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
     runtime_env = OmegaConf.to_container(OmegaConf.create(get_ppo_ray_runtime_env(cfg)))
@@ -111,7 +111,7 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> bool:
         "log_to_driver": verbose,
         # A short private temp dir: Ray's unix sockets have a path-length limit, and another Ray on
         # this machine keeps its own.
-        "_temp_dir": tempfile.mkdtemp(prefix="rlvr-ray-", dir="/tmp"),
+        "_temp_dir": tempfile.mkdtemp(prefix="rlvr-ray-", dir=os.environ.get("RLVR_RAY_TMPDIR_ROOT", "/tmp")),
         "resources": {str(local.verifier_resource): float(local.verifier_slots)},
     }
     if int(local.num_cpus):
@@ -146,7 +146,8 @@ class Progress(threading.Thread):
     def poll(self) -> None:
         import json
 
-        for self.position, line in iter_new_lines(self.path, self.position):
+        for position, line in iter_new_lines(self.path, self.position):
+            self.position = position
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
@@ -231,7 +232,9 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
         with open_dict(cfg):
             cfg.trainer.default_local_dir = str(rd.checkpoints)
             cfg.trainer.resume_mode = "auto"
-            loggers = list(cfg.trainer.logger) if not isinstance(cfg.trainer.logger, str) else [cfg.trainer.logger]
+            loggers = (
+                list(cfg.trainer.logger) if not isinstance(cfg.trainer.logger, str) else [cfg.trainer.logger]
+            )
             if "file" not in loggers:
                 loggers.append("file")
             cfg.trainer.logger = loggers
@@ -240,7 +243,9 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
         env["VERL_FILE_LOGGER_PATH"] = str(attempt_log)
         if "wandb" in loggers:
             # Offline unless the user configured wandb: an unreachable server must never block a run.
-            env["WANDB_MODE"] = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+            env["WANDB_MODE"] = os.environ.get("WANDB_MODE") or (
+                "online" if os.environ.get("WANDB_API_KEY") else "offline"
+            )
             env["WANDB_DIR"] = str(rd.path)
         os.environ.update(env)
         started_ray = _start_ray(cfg, env, verbose)
@@ -252,12 +257,16 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
         try:
             run_ppo(cfg, task_runner_class=_verl_task_runner(cfg))
         except KeyboardInterrupt:
-            log("interrupted; the next `rlvr train --run-dir` with this directory resumes from its latest checkpoint")
+            log(
+                "interrupted; the next `rlvr train --run-dir` with this directory resumes from its latest checkpoint"
+            )
             status = 130
             return status
         except Exception as e:  # noqa: BLE001 - verl's errors arrive wrapped by Ray; show the cause
             log(f"training failed: {_root_cause(e)}")
-            log("rerun with --verbose for verl's full logs; the same --run-dir resumes from the latest checkpoint")
+            log(
+                "rerun with --verbose for verl's full logs; the same --run-dir resumes from the latest checkpoint"
+            )
             status = 1
             return status
         status = 0
@@ -277,5 +286,7 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
         finally:
             rd.release()
         if status == 0:
-            log(f"done in {time.time() - started:.0f} s: metrics.jsonl, reward_curve.png, config.yaml, checkpoints/")
+            log(
+                f"done in {time.time() - started:.0f} s: metrics.jsonl, reward_curve.png, config.yaml, checkpoints/"
+            )
         print(rd.path, flush=True)

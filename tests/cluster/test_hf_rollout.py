@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from rlvr_cluster.hf_rollout import HFServer
 
 
@@ -25,13 +26,17 @@ def tokenizer(tiny_model_dir):
 
 
 def _prompt(tokenizer, text: str) -> list[int]:
-    text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+    )
     return tokenizer.encode(text, add_special_tokens=False)
 
 
 def _generate_many(server, prompts, params):
     async def go():
-        return await asyncio.gather(*[server.generate(p, dict(params), f"r{i}") for i, p in enumerate(prompts)])
+        return await asyncio.gather(
+            *[server.generate(p, dict(params), f"r{i}") for i, p in enumerate(prompts)]
+        )
 
     return asyncio.run(go())
 
@@ -50,14 +55,16 @@ def test_greedy_batch_equals_one_by_one_despite_left_padding(server, tokenizer):
     batched = _generate_many(server, prompts, greedy)
     single = [_generate_many(server, [p], greedy)[0] for p in prompts]
     assert [o.token_ids for o in batched] == [o.token_ids for o in single]
-    for a, b in zip(batched, single):
+    for a, b in zip(batched, single, strict=True):
         assert a.log_probs == pytest.approx(b.log_probs, abs=1e-4)
 
 
 def test_log_probs_are_the_models_own_at_the_sampling_temperature(server, tokenizer):
     prompts = [_prompt(tokenizer, t) for t in ("2+5=", "9+9=", "0+3=")] * 3
-    outputs = _generate_many(server, prompts, {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "logprobs": True})
-    for prompt, out in zip(prompts, outputs):
+    outputs = _generate_many(
+        server, prompts, {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "logprobs": True}
+    )
+    for prompt, out in zip(prompts, outputs, strict=True):
         expected = _reference_logprobs(server.model, prompt, out.token_ids, 0.7)
         assert out.log_probs == pytest.approx(expected, abs=1e-4)
 
@@ -76,7 +83,9 @@ def test_pushed_weights_change_what_the_server_generates(tiny_model_dir, tokeniz
     server = HFServer(config, SimpleNamespace(path=str(tiny_model_dir)), replica_rank=0, node_rank=0)
     prompt = _prompt(tokenizer, "4+4=")
     before = _generate_many(server, [prompt], {"temperature": 0.0, "logprobs": True})[0]
-    weights = [(name, torch.zeros_like(t)) for name, t in server.model.state_dict().items() if "lm_head" not in name]
+    weights = [
+        (name, torch.zeros_like(t)) for name, t in server.model.state_dict().items() if "lm_head" not in name
+    ]
     assert server.load_weights(weights) == len(weights)
     after = _generate_many(server, [prompt], {"temperature": 0.0, "logprobs": True})[0]
     assert after.log_probs != pytest.approx(before.log_probs, abs=1e-3)

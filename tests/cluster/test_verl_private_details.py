@@ -9,6 +9,7 @@ import inspect
 from importlib.metadata import version
 
 import pytest
+
 from rlvr_cluster import verl_private
 
 
@@ -63,7 +64,9 @@ def test_verl_still_pins_the_forward_only_offload_policy():
 
     source = inspect.getsource(transformer_impl)
     assert "CPUOffloadPolicy(pin_memory=True)" in source
-    assert "CPUOffloadPolicy" in vars(transformer_impl), "verl no longer imports the name into transformer_impl"
+    assert "CPUOffloadPolicy" in vars(transformer_impl), (
+        "verl no longer imports the name into transformer_impl"
+    )
 
 
 def test_verl_still_registers_fsdp_engines_for_cuda_only_and_reads_the_override():

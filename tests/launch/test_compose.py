@@ -12,7 +12,9 @@ from rlvr_launch.cli import UserError
 
 
 def rlvr(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlvr_launch.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rlvr_launch.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize("experiment", compose.group_entries("experiment"))

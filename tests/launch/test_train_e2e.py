@@ -1,0 +1,185 @@
+"""`rlvr train` end to end with verl's real trainer on CPU (slow: each run starts Ray and verl)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Small enough for a few seconds per step on 2 cores; the same recipe as the demo otherwise.
+SMALL = [
+    "data.train_batch_size=8",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "trainer.val_before_train=false",
+    "trainer.test_freq=-1",
+]
+
+
+def _sweep(root: str) -> None:
+    """Kill every process whose command line mentions this test's private Ray temp root."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if root in cmdline and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def ray_root(rlvr_cache):
+    root = tempfile.mkdtemp(prefix="rlvr-t-", dir="/tmp")
+    yield root
+    _sweep(root)
+
+
+def _env(ray_root: str) -> dict[str, str]:
+    return {**os.environ, "RLVR_RAY_TMPDIR_ROOT": ray_root}
+
+
+def rlvr_train(
+    run_dir: Path, ray_root: str, *overrides: str, timeout: int = 900
+) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL, *overrides, "--run-dir", str(run_dir)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(ray_root))
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _actor_weights(checkpoint: Path) -> dict:
+    import torch
+
+    state = torch.load(
+        checkpoint / "actor" / "model_world_size_1_rank_0.pt", weights_only=False, map_location="cpu"
+    )
+    return {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in state.items()}
+
+
+def test_a_short_run_leaves_finite_metrics_changed_weights_and_a_curve(tmp_path, ray_root, tiny_model_dir):
+    import torch
+    from safetensors.torch import load_file
+
+    run_dir = tmp_path / "run"
+    out = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=3", "trainer.save_freq=3")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == str(run_dir.resolve()), "the last line is the run directory"
+    assert "step 3/3 | reward" in out.stdout, "progress is printed while it runs"
+    rows = _rows(run_dir)
+    assert [r["training/global_step"] for r in rows] == [1, 2, 3]
+    for row in rows:
+        for key in (
+            "critic/score/mean",
+            "actor/pg_loss",
+            "actor/kl_loss",
+            "actor/grad_norm",
+            "response_length/mean",
+        ):
+            assert math.isfinite(row[key]), (key, row[key])
+        assert 0.0 <= row["critic/score/mean"] <= 1.0
+    assert (run_dir / "reward_curve.png").stat().st_size > 1000
+    assert (run_dir / "config.yaml").exists()
+    trained = _actor_weights(run_dir / "checkpoints" / "global_step_3")
+    initial = load_file(str(tiny_model_dir / "model.safetensors"))
+    moved = {k: float((trained[k] - initial[k].float()).abs().max()) for k in initial if k in trained}
+    assert moved and max(moved.values()) > 1e-4, "the actor's weights did not change"
+    assert torch.isfinite(torch.tensor(list(moved.values()))).all()
+
+
+def test_kill_and_resume_continues_at_the_right_step(tmp_path, ray_root):
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL,
+        "trainer.total_training_steps=5", "trainer.save_freq=1", "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(ray_root), start_new_session=True
+    )
+    marker = run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        if marker.exists() and marker.read_text().strip() in {"2", "3", "4"}:
+            break
+        assert proc.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.2)
+    else:
+        pytest.fail("no checkpoint appeared")
+    os.killpg(proc.pid, signal.SIGKILL)  # a crash: no cleanup runs
+    proc.wait()
+    _sweep(ray_root)
+    resume_from = int(marker.read_text().strip())
+    assert 2 <= resume_from < 5
+
+    out = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=5", "trainer.save_freq=1")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"resuming from the checkpoint at step {resume_from}" in out.stdout
+    steps = [r["training/global_step"] for r in _rows(run_dir)]
+    assert steps == [1, 2, 3, 4, 5], "each step exactly once: none repeated, none lost"
+    second = [
+        json.loads(line)["step"] for line in (run_dir / "attempts" / "2.jsonl").read_text().splitlines()
+    ]
+    assert min(second) == resume_from + 1, "the resumed attempt starts right after its checkpoint"
+
+    again = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=5", "trainer.save_freq=1")
+    assert again.returncode == 0
+    assert "run already complete" in again.stdout
+    assert [r["training/global_step"] for r in _rows(run_dir)] == [1, 2, 3, 4, 5]
+
+
+def test_two_runs_at_once_do_not_disturb_each_other(tmp_path, ray_root):
+    cmds = [
+        [sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL, "trainer.total_training_steps=2",
+         "--run-dir", str(tmp_path / name)]
+        for name in ("a", "b")
+    ]  # fmt: skip
+    procs = [
+        subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(ray_root))
+        for c in cmds
+    ]
+    outputs = [p.communicate(timeout=1200)[0] for p in procs]
+    for proc, output in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, output[-3000:]
+    for name in ("a", "b"):
+        assert [r["training/global_step"] for r in _rows(tmp_path / name)] == [1, 2]
+
+
+def test_a_run_directory_in_use_is_refused_at_once(tmp_path, ray_root):
+    from rlvr_launch.rundir import RunDir
+
+    holder = RunDir(tmp_path / "busy")
+    holder.acquire()
+    try:
+        started = time.time()
+        out = rlvr_train(tmp_path / "busy", ray_root, "trainer.total_training_steps=2", timeout=300)
+        assert out.returncode == 2
+        assert "is in use by pid" in out.stderr
+        assert time.time() - started < 120, "refused before starting Ray or verl"
+        assert not (tmp_path / "busy" / "attempts").exists(), "nothing of the holder's run was touched"
+    finally:
+        holder.release()
+
+
+def test_a_missing_dataset_is_named_before_anything_starts(tmp_path, ray_root):
+    out = rlvr_train(
+        tmp_path / "run", ray_root, f"data.train_files={tmp_path}/nope/train.parquet", timeout=300
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert f"{tmp_path}/nope/train.parquet does not exist" in out.stderr
