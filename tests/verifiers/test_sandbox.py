@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import fields
 
 import pytest
+
 from rlvr_verifiers import sandbox_worker
 from rlvr_verifiers.sandbox import LAYERS, Job, Sandbox, SandboxConfig, SandboxUnavailable
 
