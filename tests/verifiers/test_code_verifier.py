@@ -10,7 +10,7 @@ import shutil
 import tempfile
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, TIMEOUT, WRONG, Item
@@ -223,11 +223,12 @@ def test_bool_is_not_int_and_values_are_strict():
     assert not values_equal({"a": 1}, {"a": 1, "b": 2}) and not values_equal([1], [1, 1])
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=5),
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-        max_leaves=10,
+        max_leaves=6,
     )
 )
 def test_values_equal_agrees_with_json_roundtrip(value):
