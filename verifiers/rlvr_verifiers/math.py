@@ -48,15 +48,19 @@ Equality
   `\frac{1}{1+\sqrt2}` == `\sqrt2-1` (division by `p + q\sqrt{r}` or `p + qi` via the conjugate),
   `3^4` != `4^3` (`^` is always power, never XOR).
 - Symbolic path, only when the fast path cannot represent a side (trig, logs, factorials of symbols,
-  rational functions, nested radicals, division by a sum): first a 40-digit numeric evaluation at fixed
-  points rejects clearly different values; equal-looking values must then be PROVEN equal by sympy
-  (expand / radsimp / simplify / minimal polynomial) in a worker process with a wall-clock kill
-  (`rlvr_verifiers._symbolic`; default 3 s; works from any thread). Unproven -> wrong; timed out ->
-  `timeout`.
+  rational functions, nested radicals, division by other sums), entirely inside a worker process with
+  a wall-clock kill (`rlvr_verifiers._symbolic`; default 3 s, `item.extra["symbolic_timeout_s"]`;
+  works from any thread or process): a 40-digit mpmath evaluation at fixed points first rejects clearly
+  different values; equal-looking values must then be PROVEN equal by sympy (expand / radsimp /
+  simplify / minimal polynomial). Unproven -> wrong; past the bound -> `timeout`. No numeric
+  tolerance ever accepts: a 50-digit decimal of sqrt(2) is not sqrt(2).
 - Complexity bound before any evaluation: integer exponents above 10,000, results above 100,000 bits,
-  factorials above 2,000, nesting deeper than 60, answers longer than 2,000 characters are not
-  evaluated: `9^{9^{9^9}}` and `2^{2^{30}}` return `timeout` ("too complex") within microseconds
-  unless the two answers are literally identical.
+  more than 2,000 polynomial terms or 300,000 coefficient products, factorials above 2,000, nesting
+  deeper than 150, answers longer than 2,000 characters are not evaluated: `9^{9^{9^9}}` and
+  `2^{2^{30}}` return `timeout` ("too complex") within microseconds unless the two answers are
+  literally identical. Responses of any size are scanned in linear time (megabytes in milliseconds).
+- Known false reject: "The answer is $\frac12$, or $0.5$." (two math answers in one sentence are
+  read as a possible hedge, so neither is taken).
 - `^` followed by an unbraced multi-digit number (`2^10`) or `\sqrt` followed by one is ambiguous (LaTeX
   renders `2^10` as 2^1 0) and is only compared as text. `\frac12` follows LaTeX (== 1/2).
 - Collections: `\{...\}` sets and bare comma lists (`1, 2, 3`, as in "find all solutions") are
