@@ -552,12 +552,12 @@ def _score(name: str, decide, data: list[dict[str, Any]]) -> dict[str, Any]:
             accepted = False
         latencies.append(time.perf_counter() - t0)
         decisions.append(accepted)
-    labelled = [(d, p["label"]) for d, p in zip(decisions, data) if p["label"] is not None]
+    labelled = [(d, p["label"]) for d, p in zip(decisions, data, strict=True) if p["label"] is not None]
     correct = sum(d == lab for d, lab in labelled)
-    false_accepts = [p for d, p in zip(decisions, data) if d and p["label"] is False]
-    false_rejects = [p for d, p in zip(decisions, data) if not d and p["label"] is True]
+    false_accepts = [p for d, p in zip(decisions, data, strict=True) if d and p["label"] is False]
+    false_rejects = [p for d, p in zip(decisions, data, strict=True) if not d and p["label"] is True]
     total = sum(latencies)
-    ordinary = [t for t, p in zip(latencies, data) if p["category"] != "pathological"]
+    ordinary = [t for t, p in zip(latencies, data, strict=True) if p["category"] != "pathological"]
     return {
         "scorer": name,
         "pairs": len(data),
@@ -580,6 +580,7 @@ def run(verbose: bool = True) -> dict[str, Any]:
     """Score the answer set with both scorers; returns both result rows and the ratios."""
     sys.path.insert(0, str(ROOT / "verifiers"))
     from math_verify import parse, verify
+
     from rlvr_verifiers import registry
     from rlvr_verifiers.base import Item
 
@@ -609,7 +610,7 @@ def run(verbose: bool = True) -> dict[str, Any]:
         "accuracy_diff_pts": (us["accuracy"] - mv["accuracy"]) * 100,
     }
     by_cat: dict[str, list[int]] = {}
-    for p, d_mv, d_us in zip(data, mv["decisions"], us["decisions"]):
+    for p, d_mv, d_us in zip(data, mv["decisions"], us["decisions"], strict=True):
         if p["label"] is None:
             continue
         row = by_cat.setdefault(p["category"], [0, 0, 0])

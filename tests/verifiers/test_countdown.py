@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import Item
 

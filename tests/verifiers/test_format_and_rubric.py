@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import Item, Verdict
 from rlvr_verifiers.rubric import Component, Rubric

@@ -13,6 +13,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import Item
 from rlvr_verifiers.math import check, extract_answer

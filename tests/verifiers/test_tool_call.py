@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import Item
 

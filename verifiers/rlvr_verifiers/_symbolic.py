@@ -276,7 +276,10 @@ _POINTS = ("0.5377", "1.8339", "-2.2588", "0.8622", "0.3188", "-1.3077", "-0.433
 
 def _mp_eval(node: list[Any], env: dict[str, Any], mp: Any) -> Any:
     op = node[0]
-    ev = lambda n: _mp_eval(n, env, mp)
+
+    def ev(child: list[Any]) -> Any:
+        return _mp_eval(child, env, mp)
+
     if op == "num":
         q = Fraction(node[1])
         return mp.mpf(q.numerator) / q.denominator

@@ -151,8 +151,8 @@ def _braced(text: str, start: int) -> tuple[str, int]:
 def last_boxed(text: str) -> str | None:
     """Content of the last `\\boxed{}`-style group; None if there is none; Unclosed if it never closes."""
     last = None
-    for last in _BOX_RE.finditer(text):
-        pass
+    for match in _BOX_RE.finditer(text):  # linear scan; keep the last
+        last = match
     if last is None:
         return None
     i = last.end()
@@ -189,8 +189,8 @@ def extract_answer(text: str) -> str | None:
     if boxed is not None:
         return boxed
     last = None
-    for last in _ANSWER_RE.finditer(text):
-        pass
+    for match in _ANSWER_RE.finditer(text):
+        last = match
     if last is not None:
         ans = text[last.end() :].split("\n", 1)[0].strip().lstrip(":*").strip().strip("*").strip()
         if ans.strip(" .:"):
@@ -1269,7 +1269,7 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
     if isinstance(a, Relation) and isinstance(b, Relation):
         if len(a.chain) != len(b.chain):
             return False
-        for x, y in zip(a.chain, b.chain):
+        for x, y in zip(a.chain, b.chain, strict=True):
             if isinstance(x, str) or isinstance(y, str):
                 if x != y:
                     return False
@@ -1283,7 +1283,7 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
         if a.kind == "seq" or b.kind == "seq":
             if a.kind != b.kind or a.brackets != b.brackets or len(a.items) != len(b.items):
                 return False
-            return all(values_equal(x, y, ctx) for x, y in zip(a.items, b.items))
+            return all(values_equal(x, y, ctx) for x, y in zip(a.items, b.items, strict=True))
         if a.kind in unordered and b.kind in unordered:
             ai = _dedupe(a.items, ctx) if a.kind == "set" else a.items
             bi = _dedupe(b.items, ctx) if b.kind == "set" else b.items
@@ -1403,7 +1403,7 @@ def reference_answer(ground_truth: Any) -> str:
     try:
         boxed = last_boxed(text)
     except Unclosed:
-        raise ValueError("math ground truth has an unclosed \\boxed{")
+        raise ValueError("math ground truth has an unclosed \\boxed{") from None
     return boxed if boxed is not None else text
 
 
