@@ -148,7 +148,8 @@ class RunDir:
 
     def plot_reward_curve(self, rows: list[dict], title: str = "") -> Path | None:
         train = [(r[STEP_KEY], r[REWARD_KEY]) for r in rows if _finite(r.get(REWARD_KEY))]
-        val_key = next((k for r in rows for k in r if k.startswith("val-core/") and "reward" in k), None)
+        # verl names the held-out score val-core/<data_source>/<acc|reward>/mean@<n>.
+        val_key = next((k for r in rows for k in r if k.startswith("val-core/")), None)
         val = [(r[STEP_KEY], r[val_key]) for r in rows if val_key and _finite(r.get(val_key))]
         if not train and not val:
             return None

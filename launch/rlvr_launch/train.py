@@ -153,10 +153,10 @@ class Progress(threading.Thread):
             except json.JSONDecodeError:
                 continue
             step, data = int(record.get("step", -1)), record.get("data", {})
-            val = {k: v for k, v in data.items() if k.startswith("val-core/") and "reward" in k}
+            val = {k: v for k, v in data.items() if k.startswith("val-core/")}
             if val:
                 text = ", ".join(f"{v:.3f}" for v in val.values())
-                log(f"validation at step {step}: held-out reward {text}")
+                log(f"validation at step {step}: held-out {', '.join(val)} = {text}")
             if REWARD_KEY in data:
                 self.steps_done += 1
                 elapsed = time.time() - self.started
