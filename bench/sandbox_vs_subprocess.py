@@ -26,6 +26,7 @@ import argparse
 import concurrent.futures
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -156,8 +157,44 @@ def _subprocess_result(python: str, source: str, stdin: str) -> RunResult:
     )
 
 
+def _cpu_s() -> float:
+    self_, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self_.ru_utime + self_.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _cpu_per_job(python: str, data: list[tuple[str, str, str]], workers: int) -> tuple[float, float]:
+    """CPU seconds per job of each side, every process counted (this one, the workers and their jobs,
+    the subprocesses), each side alone. Sandbox start-up is left out: it runs once per verifier."""
+    work_dir = tempfile.mkdtemp(prefix="rlvr-bench-sandbox-", dir="/tmp")
+    os.chmod(work_dir, 0o755)
+    config = SandboxConfig(workers=workers, work_dir=work_dir, timeout_s=TIMEOUT_S)
+    try:
+        # the workers' CPU (and their jobs') is counted once they are reaped, at close(): measure a
+        # start+close alone, then a start+batch+close, and subtract
+        begin = _cpu_s()
+        Sandbox(config).start().close()
+        startup_cpu = _cpu_s() - begin
+        begin = _cpu_s()
+        sandbox = Sandbox(config).start()
+        sandbox.run_batch([Job(src, stdin=stdin.encode()) for src, stdin, _ in data])
+        sandbox.close()
+        ours = max(0.0, _cpu_s() - begin - startup_cpu) / len(data)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    begin = _cpu_s()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda p: _subprocess_result(python, p[0], p[1]), data))
+    theirs = (_cpu_s() - begin) / len(data)
+    return ours, theirs
+
+
 def run(
-    n_pairs: int = 1000, workers: int | None = None, seed: int = 0, rounds: int = 10, quiet: bool = False
+    n_pairs: int = 1000,
+    workers: int | None = None,
+    seed: int = 0,
+    rounds: int = 10,
+    quiet: bool = False,
+    cpu_pairs: int = 200,
 ) -> dict[str, Any]:
     """Run both sides on the same pairs; returns the figures (and asserts identical verdicts).
 
@@ -203,6 +240,7 @@ def run(
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
 
+    cpu_ours, cpu_theirs = _cpu_per_job(python, data[:cpu_pairs], workers) if cpu_pairs else (0.0, 0.0)
     verdicts_ours = [judge_stdio(r, expected) for r, (_, _, expected) in zip(ours, data, strict=True)]
     verdicts_theirs = [judge_stdio(r, expected) for r, (_, _, expected) in zip(theirs, data, strict=True)]
     kinds_ours = [v[0] for v in verdicts_ours]
@@ -220,6 +258,9 @@ def run(
         "subprocess_jobs_per_s": n_pairs / subprocess_s,
         "latency_ms_sandbox_p50": 1000 * statistics.median(lat_ours),
         "latency_ms_subprocess_p50": 1000 * statistics.median(lat_theirs),
+        "cpu_ms_per_job_sandbox": 1000 * cpu_ours,
+        "cpu_ms_per_job_subprocess": 1000 * cpu_theirs,
+        "cpu_ratio": cpu_theirs / cpu_ours if cpu_ours else float("nan"),
         "sandbox_start_s": start_s,
         "verdicts_identical": not mismatches,
         "verdict_counts": counts,
@@ -240,6 +281,11 @@ def run(
             f"p50 latency {result['latency_ms_subprocess_p50']:.1f} ms)"
         )
         print(f"  ratio: {result['ratio']:.2f}x faster (target >= 2x); verdicts identical: {not mismatches}")
+        if cpu_pairs:
+            print(
+                f"  CPU per job (all processes, {cpu_pairs} pairs, less sensitive to machine load): sandbox "
+                f"{1000 * cpu_ours:.1f} ms vs subprocess {1000 * cpu_theirs:.1f} ms = {result['cpu_ratio']:.2f}x"
+            )
         for i, a, b in mismatches[:5]:
             print(f"  MISMATCH pair {i}: sandbox {a} vs subprocess {b}")
     assert not mismatches, f"{len(mismatches)} verdicts differ between the sandbox and plain subprocesses"
