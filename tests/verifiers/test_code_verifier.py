@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rlvr_verifiers import registry
-from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, TIMEOUT, WRONG, Item
+from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
 from rlvr_verifiers.code import (
     CodeConfig,
     CodeVerifier,
@@ -323,3 +323,14 @@ def test_megabytes_of_correct_output_pass(verifier):
 def test_pathological_programs_end_within_their_bound(verifier, code):
     verdict = verifier.verify(Item(fenced(code), {"inputs": [""], "outputs": ["1"]}, {"timeout_s": 2.0}))
     assert verdict.status in (WRONG, TIMEOUT) and verdict.score == 0.0
+
+
+def test_a_sandbox_that_refuses_to_start_gives_every_item_an_explicit_sandbox_error(tmp_path):
+    # fail closed: no dedicated uid while every layer is required -> nothing runs, nothing is dropped
+    refusing = CodeVerifier(sandbox_config=SandboxConfig(workers=1, job_uid_base=None))
+    try:
+        verdicts = refusing.verify_batch([Item(fenced(ADD), ADD_TESTS), Item(fenced(ADD), {"inputs": 1})])
+    finally:
+        refusing.close()
+    assert [v.status for v in verdicts] == [SANDBOX_ERROR, INVALID_INPUT]
+    assert "uid" in verdicts[0].detail

@@ -55,7 +55,7 @@ from typing import Any
 
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
-from rlvr_verifiers.sandbox import Job, RunResult, Sandbox, SandboxConfig
+from rlvr_verifiers.sandbox import Job, RunResult, Sandbox, SandboxConfig, SandboxUnavailable
 
 
 @dataclass
@@ -445,7 +445,13 @@ class CodeVerifier(Verifier):
             partial = bool(extra.get("partial_credit", self.config.partial_credit))
             plans.append((index, tests, source, timeout, partial, fenced))
         if plans:
-            for index, verdict in self._run(plans).items():
+            try:
+                judged = self._run(plans)
+            except SandboxUnavailable as e:  # fail closed, but every item still gets an explicit status
+                judged = {
+                    plan[0]: Verdict(0.0, SANDBOX_ERROR, f"sandbox unavailable: {e}"[:200]) for plan in plans
+                }
+            for index, verdict in judged.items():
                 verdicts[index] = verdict
         assert all(v is not None for v in verdicts)
         return verdicts  # type: ignore[return-value]
