@@ -123,8 +123,11 @@ class SymbolicPool:
     def _acquire(self, deadline: float) -> _Worker | None:
         with self._cond:
             while True:
-                if self._idle:
-                    return self._idle.pop()
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.proc.poll() is None:
+                        return worker
+                    self._count -= 1  # died while idle (OOM killer, a stray kill): drop it
                 if self._count < self._max:
                     self._count += 1
                     break
