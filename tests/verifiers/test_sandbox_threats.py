@@ -764,3 +764,26 @@ def test_concurrent_batches_from_many_threads_all_get_results(sandbox):
     for out in outputs:
         k = int(out[-1])
         assert out[:-1] == [b"%d\n" % (k * i) for i in range(20)]
+
+
+def test_sysv_ipc_and_message_queues_that_would_outlive_the_job_are_denied(sandbox):
+    result = run(
+        sandbox,
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mq_open.restype = ctypes.c_int
+        IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+        attempts = {
+            "shmget": lambda: libc.shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0o666),
+            "msgget": lambda: libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o666),
+            "semget": lambda: libc.semget(IPC_PRIVATE, 1, IPC_CREAT | 0o666),
+            "mq_open": lambda: libc.mq_open(b"/rlvr-test", 0o100 | 2, 0o666, None),
+        }
+        for name, attempt in attempts.items():
+            print(name, attempt(), ctypes.get_errno())
+        """,
+    )
+    lines = result.stdout.decode().split("\n")[:-1]
+    assert len(lines) == 4, result
+    assert all(line.endswith(" -1 1") for line in lines), lines  # EPERM from seccomp

@@ -155,6 +155,24 @@ _NR_X86_64 = {
     "sethostname": 170,
     "setdomainname": 171,
     "capset": 126,
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "shmdt": 67,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "semtimedop": 220,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
+    "mq_open": 240,
+    "mq_unlink": 241,
+    "mq_timedsend": 242,
+    "mq_timedreceive": 243,
+    "mq_notify": 244,
+    "mq_getsetattr": 245,
 }
 _NR_AARCH64 = {
     "ptrace": 117,
@@ -220,6 +238,24 @@ _NR_AARCH64 = {
     "sethostname": 161,
     "setdomainname": 162,
     "capset": 91,
+    "shmget": 194,
+    "shmat": 196,
+    "shmctl": 195,
+    "shmdt": 197,
+    "semget": 190,
+    "semop": 193,
+    "semctl": 191,
+    "semtimedop": 192,
+    "msgget": 186,
+    "msgsnd": 189,
+    "msgrcv": 188,
+    "msgctl": 187,
+    "mq_open": 180,
+    "mq_unlink": 181,
+    "mq_timedsend": 182,
+    "mq_timedreceive": 183,
+    "mq_notify": 184,
+    "mq_getsetattr": 185,
 }
 NR = {"x86_64": _NR_X86_64, "aarch64": _NR_AARCH64}.get(_MACHINE, {})
 NR_LANDLOCK_CREATE_RULESET, NR_LANDLOCK_ADD_RULE, NR_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -422,6 +458,10 @@ DENIED_SYSCALLS = (
     "adjtimex",
     "sethostname",
     "setdomainname",
+    # SysV IPC and POSIX message queues: kernel objects that outlive the job (no IPC namespace here)
+    *("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop"),
+    *("msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive"),
+    *("mq_notify", "mq_getsetattr"),
 )
 
 
@@ -804,7 +844,7 @@ def _jail(job_dir, fds, timeout_s):
     report["session"] = (True, "own session and process group (killed as a group)")
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
-    os.closerange(len(fds), 1 << 16)
+    os.closerange(len(fds), max(1 << 16, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the job dies with its worker
     if os.getppid() != STATE["worker_pid"]:
         os._exit(SETUP_FAILED)
@@ -1220,7 +1260,7 @@ def _run_job(job, source, stdin, args_json):
             kill("timeout")
         # after the deadline (or once the child is gone) pipes must close soon: leftovers are swept
         wait_ms = max(0, min(deadline - now, 0.1)) * 1000 if not exited else 100
-        for fd, event in poller.poll(wait_ms):
+        for fd, _event in poller.poll(wait_ms):
             if fd == pidfd:
                 _, status, rusage = os.wait4(pid, 0)
                 exited = True
