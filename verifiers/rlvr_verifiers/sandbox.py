@@ -8,6 +8,7 @@
         r.exit_code, r.stdout, r.timed_out, r.killed_reason, r.wall_s   # 0, b'42\\n', False, None, ...
         results = sandbox.run_batch([Job(src, stdin=b"1 2\\n"), ...])    # concurrent over the workers
         future = sandbox.submit(Job(...))                                # concurrent.futures.Future
+        sandbox.stats(), sandbox.worker_pids(), sandbox.job_uids()       # counters, for monitoring
 
 A `Job` runs in one of two harness modes (see rlvr_verifiers.sandbox_worker):
 - `mode="script"` (default): the source runs as `__main__` with `stdin`, exactly like `python -c SOURCE`;
@@ -48,6 +49,12 @@ outside the job dir (/etc/passwd included), secrets in the environment and /proc
 abstract unix sockets to loopback, external network, gigabyte stdout floods, killing the parent or
 kill(-1), daemonized double-fork children outliving the job, user namespaces, raw disk reads, and
 /proc/<ppid>/mem.
+
+What a job cannot do, by design: open sockets other than AF_UNIX stream pairs, write outside its job dir
+(so `multiprocessing`, whose semaphores live in /dev/shm, fails), execute programs outside the library
+dirs (so `subprocess` of /bin tools fails), use SysV IPC or message queues.  Threads, `os.fork`, files in
+the cwd/TMPDIR, and every stdlib module work; competitive-programming idioms (`sys.stdin.buffer`,
+`open(0)`, `threading.stack_size` + a main thread, deep recursion) behave as under `python -c`.
 
 What it does NOT cover:
 - kernel exploits (the child still has the whole syscall surface that seccomp allows), CPU side
