@@ -5,6 +5,7 @@ and (slow) each trains 2 real steps on CPU with the metrics its patch is about p
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from rlvr_launch import compose
 
 ALGOS = ["grpo", "rloo", "dapo", "dr_grpo", "gspo", "reinforce_pp"]
@@ -133,6 +135,7 @@ def test_the_dynamic_sampler_the_recipe_names_loads_through_verls_loader(compose
 # ---- every non-default value cites its paper ---------------------------------------------------------
 
 
+@functools.cache
 def _verl_defaults():
     import verl.trainer.config as verl_config
     from omegaconf import OmegaConf
@@ -190,6 +193,7 @@ def test_every_non_default_value_cites_its_paper_and_section(name):
     assert not uncited, "non-default values without a paper + section comment:\n" + "\n".join(uncited)
 
 
+@pytest.mark.slow  # a fresh interpreter importing verl: ~7 s
 def test_rlvr_resolve_prints_the_algorithms_keys():
     out = subprocess.run(
         [RLVR, "resolve", "algo=dapo"],
