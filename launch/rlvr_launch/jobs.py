@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 import urllib.error
@@ -249,20 +250,33 @@ def wait_until_terminal(client, job_id: str, timeout_s: float | None = None, pol
         time.sleep(poll_s)
 
 
+def failure_headline(message: str, log_text: str) -> str:
+    """One line saying why a job failed: rlvr's own error line, else the last exception line of the
+    log, else the first line of Ray's message (which otherwise repeats the whole log)."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("rlvr job: error:"):
+            return line[len("rlvr job: ") :]
+    for line in reversed(lines):
+        if re.match(r"^([A-Za-z_][\w.]*)(Error|Exception|Interrupt|Exit)\b.*", line):
+            return line[:500]
+    first = (message or "").strip().splitlines()
+    return first[0][:500] if first else "no message from Ray"
+
+
 def report_end(client, job_id: str, state: str, show_tail: bool) -> int:
-    """Say how the job ended; a failed job gets its message and the tail of its log. Returns the exit code."""
-    info = _job_info(client, job_id)
+    """Say how the job ended; a failed job gets why and (show_tail) the tail of its log. Returns the exit code."""
     if state == "SUCCEEDED":
         print(f"rlvr: job {job_id} SUCCEEDED", file=sys.stderr)
     elif state == "STOPPED":
         print(f"rlvr: job {job_id} was STOPPED", file=sys.stderr)
     else:
-        message = (info.message or "").strip()
-        print(f"rlvr: job {job_id} {state}: {message}", file=sys.stderr)
-        if show_tail:
-            tail = log_tail(client, job_id)
-            if tail:
-                print(f"--- last {LOG_TAIL_LINES} lines of the job's log ---\n{tail}", file=sys.stderr)
+        info = _job_info(client, job_id)
+        tail = log_tail(client, job_id)
+        print(f"rlvr: job {job_id} {state}: {failure_headline(info.message or '', tail)}", file=sys.stderr)
+        if show_tail and tail:
+            print(f"--- last {LOG_TAIL_LINES} lines of the job's log ---\n{tail}", file=sys.stderr)
+        print(f"rlvr: the whole log: rlvr logs {job_id}", file=sys.stderr)
     return EXIT_CODE_OF_STATE.get(state, EXIT_FAILED)
 
 
@@ -270,9 +284,10 @@ def describe(info) -> list[str]:
     """Human lines for one job. Only the NAMES of its env vars, never their values (secrets travel there)."""
     runtime_env = info.runtime_env or {}
     metadata = info.metadata or {}
+    message = (info.message or "").strip().splitlines()
     lines = [
         f"job:        {info.submission_id}",
-        f"status:     {info.status.value}" + (f"  ({info.message.strip()})" if info.message else ""),
+        f"status:     {info.status.value}" + (f"  ({message[0][:200]})" if message else ""),
         f"entrypoint: {info.entrypoint}",
     ]
     if info.start_time:
@@ -300,7 +315,13 @@ def add_status_arguments(parser) -> None:
 def run_status(args) -> int:
     client = connect(args.address, args.auth_token_file)
     if args.job_id:
-        print("\n".join(describe(_job_info(client, args.job_id))))
+        info = _job_info(client, args.job_id)
+        print("\n".join(describe(info)))
+        if str(info.status.value) == "FAILED":
+            tail = log_tail(client, args.job_id)
+            print(f"why:        {failure_headline(info.message or '', tail)}")
+            if tail:
+                print(f"--- last {LOG_TAIL_LINES} lines of the job's log ---\n{tail}")
         return 0
     jobs = sorted(client.list_jobs(), key=lambda j: j.start_time or 0)
     if not jobs:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from loopback_ray import free_ports
+
 from rlvr_launch import job, jobs, submit
 from rlvr_launch.cli import UserError
 
@@ -175,6 +176,7 @@ def test_shipped_recipe_composes_on_the_cluster_with_the_clusters_paths(tmp_path
     """The jobspec carries recipes + overrides; the driver composes them in the cluster's environment,
     so rlvr's paths are the cluster's, not the submitting machine's."""
     from omegaconf import OmegaConf
+
     from rlvr_launch.compose import recipes_dir
 
     submitted = OmegaConf.create({"rlvr": {"cache_dir": "/home/submitter/.cache/rlvr"}})
@@ -238,3 +240,15 @@ def test_status_shows_env_var_names_never_values():
         and "VERL_PLATFORM=" not in text
         and not any(line.endswith(" cpu") for line in text.splitlines())
     )
+
+
+def test_failure_headline_names_the_cause_not_the_whole_log():
+    log = "step 1\nTraceback (most recent call last):\n  File x\nFileNotFoundError: [Errno 2] no '/data'\n"
+    ray_message = "Job entrypoint command failed with exit code 1, last available logs:\n" + log
+    assert jobs.failure_headline(ray_message, log) == "FileNotFoundError: [Errno 2] no '/data'"
+    ours = "loading\nrlvr job: error: unknown experiment 'x'. Available experiments: cpu_demo\n"
+    assert (
+        jobs.failure_headline("exit code 2", ours)
+        == "error: unknown experiment 'x'. Available experiments: cpu_demo"
+    )
+    assert jobs.failure_headline("Job was killed\nmore", "") == "Job was killed"

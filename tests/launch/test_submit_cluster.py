@@ -174,13 +174,15 @@ def test_a_failing_job_exits_nonzero_with_its_message_and_log_tail(head, tmp_pat
         *TWO_STEPS,
     )
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "FAILED" in out.stderr
+    assert "FAILED: FileNotFoundError" in out.stderr and "/proc/rlvr-data" in out.stderr
     assert "--- last 40 lines of the job's log ---" not in out.stderr  # --follow already streamed the log
     job_id = _job_id(out.stdout)
     follow_again = rlvr(head, "logs", job_id, "--follow", "--address", head.dashboard_url)
     assert follow_again.returncode == 1
     assert "--- last 40 lines of the job's log ---" in follow_again.stderr
     assert "/proc/rlvr-data" in follow_again.stderr
+    status = rlvr(head, "status", job_id, "--address", head.dashboard_url)
+    assert "status:     FAILED" in status.stdout and "why:        FileNotFoundError" in status.stdout
     print("what the user sees of a failed job:\n" + follow_again.stderr[-1500:])
 
 
