@@ -63,8 +63,9 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--run-dir",
         default=None,
-        help="ABSOLUTE directory on the cluster (the head, where the job's driver runs) for metrics, "
-        "plots, config and checkpoints (default there: $RLVR_RUNS_DIR/<job id>, else ~/rlvr-runs/<job id>)",
+        help="ABSOLUTE directory on the cluster for metrics, plots, config (written by the job's driver on "
+        "the head) and checkpoints (written by the trainer nodes: use a shared filesystem on multi-node "
+        "clusters) (default there: $RLVR_RUNS_DIR/<job id>, else ~/rlvr-runs/<job id>)",
     )
     parser.add_argument(
         "--job-id", default=None, help="the submission id (default: rlvr-<experiment>-<time>-<random>)"

@@ -252,3 +252,13 @@ def test_failure_headline_names_the_cause_not_the_whole_log():
         == "error: unknown experiment 'x'. Available experiments: cpu_demo"
     )
     assert jobs.failure_headline("Job was killed\nmore", "") == "Job was killed"
+
+
+def test_a_bad_recipe_fails_on_the_submitting_machine_before_any_request(capsys):
+    """Composition comes first: the address is dead, yet the message is about the recipe."""
+    from rlvr_launch.cli import main
+
+    port = free_ports(1)[0]
+    assert main(["submit", "--address", f"http://127.0.0.1:{port}", "experiment=no_such_experiment"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown experiment 'no_such_experiment'" in err and "cannot reach" not in err
