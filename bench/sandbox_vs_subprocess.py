@@ -138,6 +138,7 @@ def pairs(n: int, seed: int = 0) -> list[tuple[str, str, str]]:
 # `site` (every .pth file of the interpreter's site-packages: 100+ ms on a machine with a heavy one).
 # "python -I -S -c" skips site and the environment: the cheapest fresh interpreter there is.
 BASELINES = {"python -c": ("-c",), "python -I -S -c": ("-I", "-S", "-c")}
+BASELINE_KEYS = {"python -c": "subprocess", "python -I -S -c": "subprocess_isolated"}  # keys in run()'s dict
 
 
 def _subprocess_result(command: list[str], source: str, stdin: str) -> RunResult:
@@ -276,11 +277,7 @@ def run(
         "sandbox_start_s": start_s,
     }
     for name in commands:
-        key = (
-            name.replace("python ", "").replace(" -c", "").replace("-c", "").strip().replace(" ", "").lower()
-        )
-        tag = f"subprocess{('_' + key) if key else ''}"  # subprocess, subprocess_-i-s
-        tag = tag.replace("-", "").replace("_is", "_isolated")
+        tag = BASELINE_KEYS[name]
         result[f"{tag}_s"] = seconds[name]
         result[f"ratio_vs_{tag}"] = seconds[name] / seconds["sandbox"]
         result[f"latency_ms_{tag}_p50"] = 1000 * statistics.median(latency[name])
