@@ -12,10 +12,15 @@ by one, wrong order, missing output) and failing ones (~20%: exceptions, syntax 
 recursion errors).  No infinite loops: both sides would wait out the same timeout, which measures the
 timeout, not the runner.
 
-Baseline: `subprocess.run([<real python>, "-c", source], input=stdin, capture_output=True, timeout=T)`,
-the real interpreter binary (not a pyenv shim, which would cost ~130 ms more per call), the caller's
-environment, no isolation at all.  Ours: `Sandbox.run_batch` with every layer on (setsid, rlimits,
-dedicated uid, Landlock, seccomp, output caps, sweep).  The verdicts must be identical (asserted).
+Baselines: `subprocess.run([<real python>, *flags, source], input=stdin, capture_output=True, timeout=T)`
+with the real interpreter binary (not a pyenv shim, which would cost ~130 ms more per call), no isolation
+at all, in two flavours: `python -c` (what graders run; its start-up imports `site` and every .pth file of
+the interpreter, 100+ ms on this machine because of one heavy .pth) and `python -I -S -c` (no site, no
+environment: the cheapest fresh interpreter).  The headline `ratio` is the smaller (conservative) one.
+Ours: `Sandbox.run_batch` with every layer on (setsid, rlimits, dedicated uid, Landlock, seccomp,
+output caps, sweep).  The verdicts of all sides must be identical (asserted).  Wall time on a shared
+machine moves with its load, so the pairs run in rotating rounds, and CPU per job (every process
+counted) is reported too.
 Sandbox start-up (spawning and probing the workers) is reported separately; it is paid once per
 verifier process, not per batch.
 """
