@@ -127,6 +127,7 @@ def bench_pool(
     n: int, actors: int, repeats: int, code_fraction: float = 0.25, items_per_call: int = 8
 ) -> dict[str, Any]:
     import ray
+
     from rlvr_verifiers.pool import PoolConfig, VerifierPool
 
     rng = random.Random(1234)

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from rlvr_launch import cli
 from rlvr_launch.score import parse_line
 from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict

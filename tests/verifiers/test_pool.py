@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
 from rlvr_verifiers.pool import PoolConfig, PoolError, VerifierPool, _percentile
 
@@ -52,6 +53,20 @@ def test_percentile_is_nearest_rank():
     assert _percentile(values, 99) == 99.0
     assert _percentile([3.0], 99) == 3.0
     assert _percentile([], 50) == 0.0
+
+
+def test_batches_are_cut_into_calls_that_take_turns_and_shrink_at_the_end():
+    from rlvr_verifiers.pool import _Feed
+
+    feed = _Feed(["math"] * 100 + ["code"] * 30, items_per_call=8, slots=4)
+    works = []
+    while feed:
+        works.append(feed.take())
+    assert sorted(i for w in works for i in w.indices) == list(range(130))  # each item exactly once
+    assert all(all((i < 100) == (w.verifier == "math") for i in w.indices) for w in works)  # one verifier
+    assert [w.verifier for w in works[:4]] == ["math", "code", "math", "code"]  # verifiers take turns
+    sizes = [len(w.indices) for w in works]
+    assert max(sizes) == 8 and sizes[-1] == 1 and sizes[0] == 8  # full calls first, small ones last
 
 
 def test_pool_refuses_to_start_without_ray():
@@ -131,7 +146,8 @@ def test_every_item_is_scored_in_input_order_with_batched_calls(local_ray):
         assert m.count == 203
         assert m.statuses[OK] == 68 and m.statuses[WRONG] == 68 and m.statuses[PARSE_ERROR] == 67
         assert m.pass_rate == pytest.approx(68 / 203)
-        assert m.calls == math.ceil(203 / 8)  # batched: never one item per call
+        # Batched: 8 items per call, smaller calls only at the end of the batch.
+        assert math.ceil(203 / 8) <= m.calls <= math.ceil(203 / 8) + 8
         assert len(m.latencies_s) == 203 and min(m.latencies_s) > 0
         flat = result.flat_metrics()
         assert flat["rlvr/pool_test_echo/parse_failures"] == 67.0
@@ -225,7 +241,9 @@ def test_an_item_that_kills_every_actor_it_touches_gets_sandbox_error(local_ray)
         assert result.verdicts[7].status == SANDBOX_ERROR and "died" in result.verdicts[7].detail
         assert [v.status for i, v in enumerate(result.verdicts) if i != 7] == [OK] * 11
         assert result.flat_metrics()["rlvr/pool_test_echo/sandbox_errors"] == 1.0
-        assert result.actor_restarts == 3  # the chunk once, then the item alone twice
+        # The chunk dies once, again when resent whole, then the item alone (3 deaths); Ray's reply order
+        # can occasionally make an innocent call share the blame once, which costs it a harmless retry.
+        assert 3 <= result.actor_restarts <= 5
     finally:
         pool.shutdown()
 
@@ -289,7 +307,10 @@ def test_two_clients_with_the_same_name_share_the_actors(local_ray):
     first = make_pool("t-shared")
     try:
         second = make_pool("t-shared")
-        ids = lambda pool: [h._actor_id for h in pool.actor_handles()]
+
+        def ids(pool):
+            return [h._actor_id for h in pool.actor_handles()]
+
         assert ids(first) == ids(second)
         result = second.verify("pool_test_echo", echo_items([(1, 1)]))
         assert result.verdicts[0].status == OK

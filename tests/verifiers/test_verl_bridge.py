@@ -15,6 +15,9 @@ import pytest
 
 pytest.importorskip("verl")
 
+from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+from verl.experimental.reward_loop.reward_manager import registry as verl_registry
+
 from rlvr_verifiers import verl_bridge
 from rlvr_verifiers.base import INVALID_INPUT, OK, STATUSES, WRONG, Item, Verdict
 from rlvr_verifiers.verl_bridge import (
@@ -25,8 +28,6 @@ from rlvr_verifiers.verl_bridge import (
     route,
     step_metrics,
 )
-from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
-from verl.experimental.reward_loop.reward_manager import registry as verl_registry
 
 
 def test_manager_is_registered_under_rlvr_after_importing_the_bridge():

@@ -10,8 +10,9 @@ What it guarantees
   `invalid_input`) that is counted in the metrics. No item is ever missing, and `verify` never hangs:
   items not finished when `batch_timeout_s` runs out get status `timeout`.
 - Order is preserved: `verdicts[i]` belongs to `items[i]`.
-- Calls are batched: a batch is cut into chunks of `items_per_call` items of one verifier (a Ray call
-  costs about 0.8 ms, so one item per call wastes most of the time in round trips).
+- Calls are batched: a batch is cut into chunks of up to `items_per_call` items of one verifier (a Ray
+  call costs about 0.8 ms, so one item per call wastes most of the time in round trips); verifiers take
+  turns, and chunks shrink toward the end of a batch so no actor carries a long tail alone.
 - Backpressure: at most `max_in_flight_per_actor` calls are queued on one actor; the rest wait on the
   driver, so a slow verifier cannot pile up unbounded work in actor mailboxes.
 - Per-item timeout: a call gets `item_timeout_s` per item it carries (counting the items queued ahead of
@@ -347,6 +348,36 @@ class _Work:
     split: bool = False  # already retried item by item after a wedge or a second death
 
 
+class _Feed:
+    """A batch's not-yet-sent items, cut into calls as they are sent.
+
+    Verifiers take turns (a mixed batch keeps every actor busy with a mix, not all math then all code),
+    and calls shrink toward the end (guided self-scheduling: at most remaining / slots items, never more
+    than `items_per_call`), so the last calls finish together instead of one actor carrying the tail.
+    """
+
+    def __init__(self, names: Sequence[str], items_per_call: int, slots: int) -> None:
+        self._queues: dict[str, deque[int]] = {}
+        for i, name in enumerate(names):
+            self._queues.setdefault(name, deque()).append(i)
+        self._order = deque(self._queues)
+        self._left = len(names)
+        self._max, self._slots = items_per_call, max(1, slots)
+
+    def __bool__(self) -> bool:
+        return self._left > 0
+
+    def take(self) -> _Work:
+        while not self._queues[self._order[0]]:
+            self._order.popleft()
+        name = self._order[0]
+        self._order.rotate(-1)
+        queue = self._queues[name]
+        size = min(len(queue), self._max, max(1, -(-self._left // self._slots)))
+        self._left -= size
+        return _Work(name, [queue.popleft() for _ in range(size)])
+
+
 @dataclass
 class _Slot:
     index: int
@@ -475,12 +506,15 @@ class VerifierPool:
             return [s.handle for s in self._slots]
 
     def _mark_dead(self, slot: _Slot, handle: Any, kill: bool) -> None:
-        """The actor behind `handle` is dead or wedged: forget it (killing it first if asked)."""
+        """The actor behind `handle` is dead (`kill` False) or wedged (`kill` True): kill it and forget it.
+
+        Killing a dead actor is not redundant: Ray 2.60 keeps a crashed named actor's name (get_actor and
+        get_if_exists keep returning the dead actor) until it is killed explicitly; tests/verifiers/
+        test_pool.py's crash tests fail if that changes the other way."""
         with self._lock:
             if slot.handle is not handle:
                 return  # already replaced
-            if kill:
-                _kill(handle)
+            _kill(handle)
             slot.dead_id = handle._actor_id  # private: ActorHandle has no public id accessor (ray 2.60)
             slot.handle = None
             slot.ready_ref = None
@@ -542,13 +576,8 @@ class VerifierPool:
         metrics: dict[str, VerifierMetrics] = {name: VerifierMetrics() for name in dict.fromkeys(names)}
         restarts_before = self._restarts
 
-        pending: deque[_Work] = deque()
-        by_verifier: dict[str, list[int]] = {}
-        for i, name in enumerate(names):
-            by_verifier.setdefault(name, []).append(i)
-        for name, idx in by_verifier.items():
-            for k in range(0, len(idx), cfg.items_per_call):
-                pending.append(_Work(name, idx[k : k + cfg.items_per_call]))
+        pending: deque[_Work] = deque()  # work to resend (after a death or a wedge): goes first
+        fresh = _Feed(names, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
         in_flight: dict[Any, _Call] = {}
 
         def settle(work: _Work, status: str, detail: str, latency: float | None) -> None:
@@ -578,17 +607,17 @@ class VerifierPool:
                     call.slot.queued_items -= len(call.work.indices)
                 self._lock.notify_all()
 
-        while pending or in_flight:
+        while pending or fresh or in_flight:
             now = time.monotonic()
             if now >= batch_deadline:
                 break
             # Dispatch as much as backpressure allows.
             self._revive()
-            while pending:
+            while pending or fresh:
                 slot = self._free_slot()
                 if slot is None:
                     break
-                work = pending.popleft()
+                work = pending.popleft() if pending else fresh.take()
                 with self._lock:
                     handle = slot.handle
                     slot.in_flight += 1
@@ -602,7 +631,7 @@ class VerifierPool:
             # Wait for a result, a call deadline, or (nothing of ours in flight) a slot to free up.
             if in_flight:
                 next_deadline = min(min(c.deadline for c in in_flight.values()), batch_deadline)
-                wait_s = max(0.0, min(next_deadline - time.monotonic(), 0.5 if pending else 1e9))
+                wait_s = max(0.0, min(next_deadline - time.monotonic(), 0.5 if pending or fresh else 1e9))
                 refs = list(in_flight)
                 ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
                 if ready:  # collect everything else already done, without waiting
@@ -625,9 +654,24 @@ class VerifierPool:
                     # was running). The others go back unpunished; a guilty one among them kills again and is
                     # blamed then, so every death moves some work toward item-by-item retries.
                     same = [(r, c) for r, c in in_flight.items() if c.handle is call.handle]
+                    # Calls the actor finished before it died keep their results (left in in_flight, they
+                    # are collected next round); only calls without a result are victims.
+                    finished = _finished_ok(
+                        [r for r, _ in same], wait_s=min(1.0, batch_deadline - time.monotonic())
+                    )
+                    same = [(r, c) for r, c in same if r not in finished]
                     for r, _ in same:
                         del in_flight[r]
                     victims = sorted([call] + [c for _, c in same], key=lambda c: c.submitted)
+                    logger.warning(
+                        "verifier actor %s died; blaming a call of %d item(s) %s (%d death(s) before), resending "
+                        "%d other call(s)",
+                        call.slot.name,
+                        len(victims[0].work.indices),
+                        victims[0].work.indices[:8],
+                        victims[0].work.attempts,
+                        len(victims) - 1,
+                    )
                     requeue(victims[0].work, died=True)
                     for other in victims[1:]:
                         pending.appendleft(other.work)
@@ -635,7 +679,7 @@ class VerifierPool:
                 except RayError as e:  # the actor method itself failed (it catches verifier errors)
                     settle(call.work, SANDBOX_ERROR, _short(f"pool call failed: {type(e).__name__}"), None)
                     continue
-                for i, verdict in zip(call.work.indices, chunk_verdicts):
+                for i, verdict in zip(call.work.indices, chunk_verdicts, strict=False):  # equal lengths
                     verdicts[i] = verdict
                     latencies[i] = done_at - call.submitted
             # Calls past their deadline: the actor is wedged. Kill it; its other calls go back unpunished.
@@ -669,6 +713,8 @@ class VerifierPool:
                 call.work, TIMEOUT, f"batch deadline {cfg.batch_timeout_s:g}s reached", now - call.submitted
             )
             self._mark_dead(call.slot, call.handle, kill=True)
+        while fresh:
+            pending.append(fresh.take())
         for work in pending:
             settle(work, TIMEOUT, f"batch deadline {cfg.batch_timeout_s:g}s reached before it ran", None)
 
@@ -727,6 +773,24 @@ class VerifierPool:
                 if slot.handle is not None:
                     _kill(slot.handle)
                     slot.handle = None
+
+
+def _finished_ok(refs: list[Any], wait_s: float) -> set[Any]:
+    """The refs among `refs` (calls on an actor that just died) that returned a result, not an error.
+
+    Waits up to `wait_s` for them to resolve: a reply the actor sent just before it died may still be on
+    its way, and the other calls resolve to errors quickly once Ray knows the actor is dead."""
+    if not refs:
+        return set()
+    done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, wait_s))
+    out = set()
+    for ref in done:
+        try:
+            ray.get(ref)
+        except RayError:
+            continue
+        out.add(ref)
+    return out
 
 
 def _root_cause(error: Exception) -> str:
