@@ -303,7 +303,7 @@ def test_oversized_solution_is_wrong_without_running(verifier):
 
 
 def test_megabytes_of_correct_output_pass(verifier):
-    n = 300_000  # ~2 MB of output, compared line by line
+    n = 160_000  # ~1 MB of output, compared line by line
     expected = "".join(f"{i}\n" for i in range(n))
     code = "import sys\nn = int(input())\nsys.stdout.write(''.join(f'{i}\\n' for i in range(n)))"
     verdict = verifier.verify(Item(fenced(code), {"inputs": [f"{n}\n"], "outputs": [expected]}))

@@ -173,7 +173,7 @@ def test_sandboxes_on_one_host_never_share_a_uid_so_one_sweep_spares_the_other(w
         Sandbox(SandboxConfig(workers=2, work_dir=work_dir)) as b,
     ):
         assert len(set(a.job_uids()) | set(b.job_uids())) == 4
-        steady = a.submit(Job("import time; time.sleep(2); print('survived')", timeout_s=10))
+        steady = a.submit(Job("import time; time.sleep(1); print('survived')", timeout_s=10))
         daemon = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\nprint('x')"
         swept = b.run_batch([Job(daemon), Job(daemon)])
         assert all(r.leftovers_killed >= 1 for r in swept)  # b really swept its uids
