@@ -29,7 +29,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def head():
+def head(tiny_model_dir):
+    # The head (and so every job's driver) inherits RLVR_CACHE_DIR from the session's private cache
+    # (tests/conftest.py), where the embedded model is already built.
     # A short root: Ray's unix socket paths must stay under 107 bytes.
     root = Path(tempfile.mkdtemp(prefix="rlvr-rh-", dir="/tmp"))
     ray = start_head(root, num_cpus=8, num_gpus=1, resources={"rlvr_verifier": 4})
