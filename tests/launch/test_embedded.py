@@ -1,0 +1,92 @@
+"""The embedded tiny model and tokenizer: the properties verl relies on, and determinism."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+from transformers import AutoTokenizer
+
+from rlvr_launch import embedded
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    # AutoTokenizer on the folder is exactly what verl does.
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def test_newline_is_exactly_one_token(tokenizer):
+    assert len(tokenizer.encode("\n", add_special_tokens=False)) == 1
+
+
+def test_end_of_turn_token_exists_and_is_eos(tokenizer):
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert isinstance(im_end, int)
+    assert tokenizer.eos_token_id == im_end
+    assert tokenizer.pad_token_id not in (None, im_end)
+
+
+def test_chat_template_renders_chatml_with_a_generation_prompt(tokenizer):
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "3+4="}], add_generation_prompt=True, tokenize=False
+    )
+    assert text == "<|im_start|>user\n3+4=<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_text_round_trips_through_the_tokenizer(tokenizer):
+    for text in ("<|im_start|>user\n12+9=<|im_end|>\n", "The answer is 17.\n\n", "héllo wörld 3.14"):
+        assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_the_class_transformers_rebuilds_encodes_like_the_trained_tokenizer(tokenizer, tmp_path):
+    """transformers 5 rebuilds any tokenizer in a qwen2 folder with Qwen2's pre-tokenizer."""
+    trained = embedded.build_tokenizer(embedded.TinySpec(), tmp_path)
+    for a, b in embedded.addition_pairs(embedded.TinySpec())[0][:20]:
+        text = f"<|im_start|>user\n{a}+{b}=<|im_end|>\n<|im_start|>assistant\n{a + b}<|im_end|>\n"
+        assert tokenizer.encode(text, add_special_tokens=False) == trained.encode(text, add_special_tokens=False)
+
+
+def test_check_tokenizer_rejects_a_tokenizer_verl_cannot_use(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # Character-level: "\n" is a token, but there is no <|im_end|>.
+    tok = Tokenizer(models.WordLevel({"a": 0, "\n": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+    with pytest.raises(ValueError, match="im_end"):
+        embedded.check_tokenizer(fast)
+
+
+def test_the_task_data_is_in_verls_format_with_held_out_pairs_never_trained(rlvr_cache):
+    data = embedded.ensure_addition_data(rlvr_cache / "data")
+    train = pd.read_parquet(data / "train.parquet")
+    test = pd.read_parquet(data / "test.parquet")
+    assert len(train) == 80 and len(test) == 20
+    row = train.iloc[0]
+    assert row["data_source"] == "addition"
+    assert list(row["prompt"][0].keys()) == ["role", "content"]
+    a, b = map(int, row["prompt"][0]["content"].rstrip("=").split("+"))
+    assert row["reward_model"]["ground_truth"] == str(a + b)
+    assert row["extra_info"]["verifier"] == "math"
+    prompts = lambda df: {m[0]["content"] for m in df["prompt"]}  # noqa: E731
+    assert not prompts(train) & prompts(test)
+
+
+def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir):
+    info = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
+    assert info["warm_start_train_accuracy"] >= embedded.TinySpec().warm_start_target
+    assert info["warm_start_train_accuracy"] < 0.9, "a warm start this good would leave RL nothing to show"
+    assert 300_000 < info["parameters"] < 500_000
+
+
+@pytest.mark.slow
+def test_the_build_is_deterministic(tmp_path, tiny_model_dir):
+    rebuilt = embedded.ensure_tiny_model(tmp_path, log=lambda _m: None)
+    assert rebuilt.name == tiny_model_dir.name, "the folder name is the spec's digest"
+    for name in ("tokenizer.json", "model.safetensors"):
+        digest = [hashlib.sha256((d / name).read_bytes()).hexdigest() for d in (rebuilt, tiny_model_dir)]
+        assert digest[0] == digest[1], f"{name} differs between two builds of the same spec"
