@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loopback_ray import free_ports, start_head
+from loopback_ray import free_ports, remove_tree, start_head
 
 RLVR = str(Path(sys.executable).with_name("rlvr"))
 SECRET_NAME = "RLVR_TEST_SECRET"
@@ -39,6 +39,7 @@ def head(tiny_model_dir):
         yield ray
     finally:
         ray.stop()
+        remove_tree(root)
 
 
 def rlvr(head, *args: str, with_token: bool = True, extra_env: dict | None = None, timeout: float = 900):
@@ -163,6 +164,10 @@ def test_stop_ends_a_running_job_and_its_follower_says_stopped(head, tmp_path):
 def test_a_failing_job_exits_nonzero_with_its_message_and_log_tail(head, tmp_path):
     # A recipe that composes here but cannot run there: on the "cluster" its data directory resolves
     # (${oc.env:RLVR_DATA_DIR}) to a place where nothing can be written, not even by root.
+    # It also carries the user's own working_dir, which must arrive as theirs (verl PR #3673 lost it).
+    user_code = tmp_path / "my_code"
+    user_code.mkdir()
+    (user_code / "my_marker.py").write_text("MARKER = 1\n")
     out = rlvr(
         head,
         "submit",
@@ -173,12 +178,18 @@ def test_a_failing_job_exits_nonzero_with_its_message_and_log_tail(head, tmp_pat
         str(tmp_path / "run"),
         "--env",
         "RLVR_DATA_DIR=/proc/rlvr-data",
+        "--working-dir",
+        str(user_code),
         *TWO_STEPS,
     )
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
     assert "FAILED: FileNotFoundError" in out.stderr and "/proc/rlvr-data" in out.stderr
     assert "--- last 40 lines of the job's log ---" not in out.stderr  # --follow already streamed the log
     job_id = _job_id(out.stdout)
+    runtime_env = _api(head, f"/api/jobs/{job_id}")["runtime_env"]
+    assert runtime_env["working_dir"].startswith("gcs://_ray_pkg_"), runtime_env
+    assert len(runtime_env["py_modules"]) == 4
+    assert f"working_dir: {user_code} (yours, unchanged)" in out.stdout
     follow_again = rlvr(head, "logs", job_id, "--follow", "--address", head.dashboard_url)
     assert follow_again.returncode == 1
     assert "--- last 40 lines of the job's log ---" in follow_again.stderr
