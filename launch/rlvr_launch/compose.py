@@ -148,6 +148,31 @@ def _finalise(cfg) -> None:
             cfg.actor_rollout_ref.model.path = str(embedded_model_dir(cfg.rlvr.cache_dir))
 
 
+def _check_micro_batches(cfg) -> None:
+    """verl asserts deep in a worker, mid-run, that micro-batches divide the data (engine/utils.py):
+    check it here, before anything starts."""
+    from omegaconf import OmegaConf
+
+    n_gpus = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+    n = int(cfg.actor_rollout_ref.rollout.n)
+    batch = int(cfg.data.train_batch_size) * n // max(1, n_gpus)
+    mini = int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size) * n // max(1, n_gpus)
+    checks = []
+    if not cfg.actor_rollout_ref.actor.use_dynamic_bsz:
+        checks.append(("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", mini, "mini-batch"))
+    if not OmegaConf.select(cfg, "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", default=False):
+        checks.append(("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batch, "batch"))
+        checks.append(("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batch, "batch"))
+    for key, size, what in checks:
+        micro = OmegaConf.select(cfg, key, default=None)
+        if micro and size % int(micro):
+            fits = max(d for d in range(1, int(micro) + 1) if size % d == 0)
+            raise UserError(
+                f"{key}={micro} does not divide the {size} samples per GPU of a {what} "
+                f"(prompts x rollout.n / GPUs); set it to a divisor of {size}, e.g. {key}={fits}"
+            )
+
+
 def validate(cfg) -> None:
     """Validate against verl's own checks and config dataclasses; raise UserError naming the problem."""
     import warnings
@@ -164,6 +189,9 @@ def validate(cfg) -> None:
             )
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
+        _check_micro_batches(cfg)
+    except UserError:
+        raise
     except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise UserError(f"the composed config does not validate against verl 0.9.1: {e}") from None
     except Exception as e:  # omegaconf errors (missing mandatory value, bad interpolation)

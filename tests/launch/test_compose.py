@@ -89,3 +89,18 @@ def test_ls_lists_every_group_with_purposes():
     for name in compose.group_entries("experiment") + compose.group_entries("algo"):
         line = next(line for line in out.stdout.splitlines() if line.strip().startswith(name + " "))
         assert len(line.strip()) > len(name) + 10, f"{name} has no purpose line"
+
+
+def test_micro_batches_that_do_not_divide_the_batch_are_caught_before_training():
+    """verl would assert this inside a Ray worker after start-up; rlvr names the key at once."""
+    with pytest.raises(UserError) as err:
+        compose.compose(
+            [
+                "data.train_batch_size=6",
+                "actor_rollout_ref.rollout.n=4",
+                "actor_rollout_ref.actor.ppo_mini_batch_size=6",
+            ]
+        )
+    message = str(err.value)
+    assert "ppo_micro_batch_size_per_gpu=16 does not divide the 24 samples" in message
+    assert "=12" in message
