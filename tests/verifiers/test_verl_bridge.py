@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -99,7 +98,7 @@ def test_step_metrics_count_per_verifier():
         ("math", OK, 1.0, 10.0),
         ("math", WRONG, 0.0, 20.0),
         ("math", "timeout", 0.0, 3000.0),
-        ("code", "sandbox_error", 0.0, float("nan")),
+        ("code", "sandbox_error", 0.0, None),
     ]:
         infos["acc"].append(score)
         infos["rlvr_verifier"].append(verifier)
@@ -245,7 +244,7 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
         info = o["reward_extra_info"]
         assert sum(info[f"rlvr_{s}"] for s in STATUSES) == 1.0
     assert outputs[0]["reward_extra_info"]["rlvr_latency_ms"] > 0
-    assert math.isnan(outputs[3]["reward_extra_info"]["rlvr_latency_ms"])  # never sent to the pool
+    assert outputs[3]["reward_extra_info"]["rlvr_latency_ms"] is None  # never sent to the pool
     # The five routable run_single calls reached the pool in fewer calls than samples (micro-batched).
     batcher = worker.reward_manager._batcher
     assert batcher.items_sent == 5 and batcher.batches_sent < 5

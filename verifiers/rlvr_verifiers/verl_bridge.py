@@ -31,7 +31,7 @@ the calls that arrive within `micro_batch_wait_ms` (or until `micro_batch_size`)
 pool as one batch, and answers each caller; the pool bounds the batch's time, so run_single never hangs.
 
 What comes back per sample (verl's `reward_extra_info`; every sample carries the same keys, as verl
-requires): `acc` (the score), `rlvr_verifier`, `rlvr_status`, `rlvr_latency_ms`, and one 0/1 indicator
+requires): `acc` (the score), `rlvr_verifier`, `rlvr_status`, `rlvr_latency_ms` (None when never sent), and one 0/1 indicator
 per status (`rlvr_ok`, `rlvr_wrong`, `rlvr_parse_error`, `rlvr_timeout`, `rlvr_sandbox_error`,
 `rlvr_invalid_input`). verl's validation averages the numeric ones per data source; `step_metrics()`
 turns a step's values into per-verifier figures (latency p50/p99, timeouts, parse failures, sandbox
@@ -188,7 +188,9 @@ def extra_info_for(verifier: str, verdict: Verdict, latency_s: float | None) -> 
         "acc": float(verdict.score),
         "rlvr_verifier": verifier,
         "rlvr_status": verdict.status,
-        "rlvr_latency_ms": 1000.0 * latency_s if latency_s is not None else float("nan"),
+        # None, not NaN, for a sample never sent to the pool: verl's validation metrics skip None values,
+        # while one NaN would turn a whole data source's mean latency into NaN.
+        "rlvr_latency_ms": 1000.0 * latency_s if latency_s is not None else None,
     }
     for status in STATUSES:
         info[f"rlvr_{status}"] = 1.0 if verdict.status == status else 0.0
@@ -206,13 +208,13 @@ def step_metrics(reward_extra_infos: dict[str, Sequence[Any]], prefix: str = "rl
         return {}
     statuses = list(reward_extra_infos["rlvr_status"])
     scores = [float(s) for s in reward_extra_infos["acc"]]
-    latencies = [float(x) for x in reward_extra_infos["rlvr_latency_ms"]]
+    latencies = [None if x is None else float(x) for x in reward_extra_infos["rlvr_latency_ms"]]
     out: dict[str, float] = {}
     for verifier in sorted(set(verifiers)):
         idx = [i for i, v in enumerate(verifiers) if v == verifier]
         n = len(idx)
         count = {s: sum(statuses[i] == s for i in idx) for s in STATUSES}
-        lat = [latencies[i] for i in idx if latencies[i] == latencies[i]]  # drop NaN (never verified)
+        lat = [x for x in (latencies[i] for i in idx) if x is not None and x == x]  # never sent: no latency
         base = f"{prefix}/{verifier}"
         out.update(
             {
@@ -237,6 +239,7 @@ class _MicroBatcher:
         self.config = config
         self._pending: list[tuple[str, Item, asyncio.Future]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task] = set()
         # Pool calls block on Ray; they run here, a few at a time (the pool itself bounds their work).
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlvr-reward")
         self._pool: VerifierPool | None = None
@@ -266,7 +269,9 @@ class _MicroBatcher:
             self._timer = None
         batch, self._pending = self._pending, []
         if batch:
-            loop.create_task(self._run(loop, batch))
+            task = loop.create_task(self._run(loop, batch))
+            self._tasks.add(task)  # asyncio keeps only weak references to tasks
+            task.add_done_callback(self._tasks.discard)
 
     async def _run(
         self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, Item, asyncio.Future]]
@@ -283,7 +288,7 @@ class _MicroBatcher:
                     future.set_exception(e)
             return
         logger.info("rlvr reward micro-batch of %d: %s", len(batch), result.flat_metrics())
-        for (verifier, _, future), verdict, latency in zip(batch, result.verdicts, result.latencies_s):
+        for (_, _, future), verdict, latency in zip(batch, result.verdicts, result.latencies_s, strict=True):
             if not future.done():
                 future.set_result((verdict, latency))
 
