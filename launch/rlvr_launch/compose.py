@@ -12,7 +12,6 @@ import contextlib
 import difflib
 import os
 import re
-import sys
 from pathlib import Path
 
 from rlvr_launch.cli import UserError
@@ -177,19 +176,26 @@ def validate(cfg) -> None:
     """Validate against verl's own checks and config dataclasses; raise UserError naming the problem."""
     import warnings
 
+    from omegaconf import OmegaConf
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     warnings.filterwarnings("ignore", message="Disabled critic as algorithm.adv_estimator")
     try:
-        # verl prints its progress to stdout; `rlvr resolve`'s stdout must stay pure YAML.
-        with contextlib.redirect_stdout(sys.stderr):
+        # verl prints "[validate_config] All configuration checks passed" to stdout; `rlvr resolve`'s
+        # stdout must stay pure YAML, and a failure is reported by rlvr itself.
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
             validate_config(
                 config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
             )
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
         _check_micro_batches(cfg)
+        if OmegaConf.select(cfg, "algorithm.filter_groups.enable", default=False) and not cfg.trainer.use_v1:
+            raise UserError(
+                "algorithm.filter_groups.enable=true (dynamic sampling) is honoured only by verl's v1 trainer, "
+                "and this config runs the legacy one: set trainer.use_v1=true (algo=dapo does)"
+            )
     except UserError:
         raise
     except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as e:

@@ -122,7 +122,7 @@ class RunDir:
             steps.setdefault(step, {}).update(record.get("data", {}))
         return steps
 
-    def merged_metrics(self) -> list[dict]:
+    def merged_metrics(self, extra: dict[int, dict] | None = None) -> list[dict]:
         merged: dict[int, dict] = {}
         for number in self.attempt_numbers():
             meta = json.loads((self.attempts_dir / f"{number}.json").read_text())
@@ -132,13 +132,14 @@ class RunDir:
                 merged.setdefault(step, {}).update(metrics)
         rows = []
         for step in sorted(merged):
-            row = {STEP_KEY: step, **merged[step]}
+            row = {STEP_KEY: step, **merged[step], **(extra or {}).get(step, {})}
             row[STEP_KEY] = step
             rows.append(row)
         return rows
 
-    def write_metrics(self) -> list[dict]:
-        rows = self.merged_metrics()
+    def write_metrics(self, extra: dict[int, dict] | None = None) -> list[dict]:
+        """Write metrics.jsonl; `extra` adds per-step figures (by step) to the rows verl logged."""
+        rows = self.merged_metrics(extra)
         tmp = self.metrics_path.with_suffix(".jsonl.partial")
         with open(tmp, "w") as f:
             for row in rows:

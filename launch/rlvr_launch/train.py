@@ -170,6 +170,32 @@ class Progress(threading.Thread):
                 )
 
 
+# --- tracking -------------------------------------------------------------------------------------
+
+
+def wandb_env(run_dir: Path) -> dict[str, str]:
+    """wandb offline by default, online when configured and reachable; never a blocked run.
+
+    verl calls wandb.init without a mode or timeout (verl/utils/tracking.py), so the environment
+    decides. Online needs WANDB_API_KEY (or WANDB_MODE=online); the server is probed for a few
+    seconds first, and an unreachable one turns the run offline (sync later with `wandb sync`).
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    env = {"WANDB_DIR": str(run_dir), "WANDB_INIT_TIMEOUT": "60", "WANDB_SILENT": "true"}
+    wanted = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+    if wanted == "online":
+        url = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"))
+        try:
+            socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3).close()
+        except OSError as e:
+            log(f"wandb server {url.hostname} unreachable ({e}); logging offline to {run_dir}/wandb, `wandb sync` later")
+            wanted = "offline"
+    env["WANDB_MODE"] = wanted
+    return env
+
+
 # --- the run --------------------------------------------------------------------------------------
 
 
@@ -191,7 +217,13 @@ def _root_cause(error: BaseException) -> str:
 
 
 def finalize(run_dir: RunDir, title: str) -> list[dict]:
-    rows = run_dir.write_metrics()
+    from rlvr_launch import diagnose
+
+    # Group-level figures verl does not log, derived from its rollout dumps, join each step's row.
+    extra = diagnose.derived_metrics(run_dir.path / "rollouts")
+    if extra:
+        diagnose.write_derived_metrics(run_dir.path)
+    rows = run_dir.write_metrics(extra=extra)
     run_dir.plot_reward_curve(rows, title=title)
     return rows
 
@@ -238,6 +270,8 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
             if "file" not in loggers:
                 loggers.append("file")
             cfg.trainer.logger = loggers
+            if cfg.rlvr.get("dump_rollouts") and not cfg.trainer.get("rollout_data_dir"):
+                cfg.trainer.rollout_data_dir = str(rd.path / "rollouts")
         OmegaConf.save(cfg, rd.config_path, resolve=True)
         env = worker_env(cfg)
         env["VERL_FILE_LOGGER_PATH"] = str(attempt_log)

@@ -104,3 +104,10 @@ def test_micro_batches_that_do_not_divide_the_batch_are_caught_before_training()
     message = str(err.value)
     assert "ppo_micro_batch_size_per_gpu=16 does not divide the 24 samples" in message
     assert "=12" in message
+
+
+def test_dynamic_sampling_on_the_legacy_trainer_is_refused():
+    """verl's legacy trainer silently ignores algorithm.filter_groups."""
+    with pytest.raises(UserError, match="set trainer.use_v1=true"):
+        compose.compose(["algo=dapo", "trainer.use_v1=false"])
+    assert compose.compose(["algo=dapo"]).trainer.use_v1 is True
