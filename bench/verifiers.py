@@ -139,7 +139,12 @@ def serial_verifiers(strict: bool) -> dict[str, Any]:
 
 
 def bench_pool(
-    n: int, actors: int, repeats: int, code_fraction: float = 0.25, items_per_call: int = 8
+    n: int,
+    actors: int,
+    repeats: int,
+    code_fraction: float = 0.25,
+    items_per_call: int = 8,
+    actor_concurrency: int = 2,
 ) -> dict[str, Any]:
     import ray
 
@@ -170,6 +175,8 @@ def bench_pool(
                 num_actors=actors,
                 cpus_per_actor=min(1.0, (os.cpu_count() or 2) / actors),  # more actors than cores: share
                 items_per_call=items_per_call,
+                actor_concurrency=actor_concurrency,
+                max_in_flight_per_actor=max(2, actor_concurrency),
                 preload=preload,
             )
         )
@@ -254,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actors", type=int, default=2, help="pool actors")
     parser.add_argument("--code-fraction", type=float, default=0.25, help="share of code responses")
     parser.add_argument("--items-per-call", type=int, default=8, help="pool items per actor call")
+    parser.add_argument("--actor-concurrency", type=int, default=2, help="calls one actor runs at once")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument("--only", choices=("pool", "math", "sandbox"), default=None, help="run one figure")
     args = parser.parse_args(argv)
@@ -261,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     details: list[str] = []
 
     if args.only in (None, "pool"):
-        r = bench_pool(args.n, args.actors, args.repeats, args.code_fraction, args.items_per_call)
+        r = bench_pool(
+            args.n, args.actors, args.repeats, args.code_fraction, args.items_per_call, args.actor_concurrency
+        )
         label = f"{r['n']} mixed ({r['n_code']} code)"
         table.append(
             (
