@@ -250,3 +250,41 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
     assert batcher.items_sent == 5 and batcher.batches_sent < 5
     m = step_metrics({k: [o["reward_extra_info"][k] for o in outputs] for k in EXTRA_KEYS})
     assert m["rlvr/math/pass_rate"] == pytest.approx(2 / 3) and m["rlvr/unrouted/invalid_inputs"] == 1.0
+
+
+@pytest.mark.slow
+def test_overlong_shaping_lowers_the_paid_reward_but_not_the_verdict(local_ray, tokenizer_dir):
+    """DAPO sec. 3.4: past L_max - L_cache tokens the reward ramps down; `acc` stays the verdict."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    config = verl_config(tokenizer_dir, "t-overlong")
+    from omegaconf import open_dict
+
+    with open_dict(config):
+        config.reward.reward_kwargs.overlong_buffer_cfg = {
+            "enable": True,
+            "len": 20,
+            "penalty_factor": 1.0,
+            "log": True,
+        }
+        config.reward.reward_kwargs.max_resp_len = 40
+    worker = RewardLoopWorker(config)
+    short = r"\boxed{72}"
+    long = "so the total is " + short
+    samples = [
+        {"data_source": "openai/gsm8k", "response": short, "ground_truth": "72"},
+        {"data_source": "openai/gsm8k", "response": long, "ground_truth": "72"},
+        {"data_source": "mystery", "response": long, "ground_truth": "72"},
+    ]
+    data = data_proto(worker.input_tokenizer, samples)
+    outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
+    tokens = [len(worker.input_tokenizer.encode(s["response"], add_special_tokens=False)) for s in samples]
+    assert tokens[0] <= 20 < tokens[1] <= 40, tokens
+    expected_penalty = -(tokens[1] - 20) / 20
+    assert outputs[0]["reward_score"] == 1.0
+    assert outputs[1]["reward_score"] == pytest.approx(1.0 + expected_penalty)
+    assert outputs[1]["reward_extra_info"]["acc"] == 1.0, "the verdict is not shaped"
+    assert outputs[1]["reward_extra_info"]["overlong"] == 1.0
+    # every sample carries the same columns, unrouted ones included
+    assert all("overlong_reward" in o["reward_extra_info"] for o in outputs)
+    assert outputs[2]["reward_score"] == pytest.approx(expected_penalty)

@@ -54,6 +54,7 @@ from verl.experimental.reward_loop.reward_manager import registry as verl_regist
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from rlvr_verifiers.base import INVALID_INPUT, STATUSES, Item, Verdict
+from rlvr_verifiers.overlong import OverlongConfig
 from rlvr_verifiers.pool import PoolConfig, VerifierPool, _percentile, get_pool
 
 logger = logging.getLogger(__name__)
@@ -302,6 +303,9 @@ class RlvrRewardManager(RewardManagerBase):
         super().__init__(config, tokenizer, compute_score)
         # compute_score (verl's default_compute_score) is deliberately unused: rlvr's verifiers decide.
         self.bridge_config = BridgeConfig.from_verl_config(config)
+        # DAPO's soft overlong punishment (sec. 3.4), configured as for verl's `dapo` manager: it shapes the
+        # paid reward only; `acc` stays the verifier's verdict (dynamic sampling filters on it).
+        self.overlong = OverlongConfig.from_verl_config(config)
         self._batcher = _MicroBatcher(self.bridge_config)
 
     async def run_single(self, data: DataProto) -> dict:
@@ -327,18 +331,20 @@ class RlvrRewardManager(RewardManagerBase):
             verdict = Verdict(
                 0.0, INVALID_INPUT, f"no verifier for data_source={data_source!r} ability={ability!r}"
             )
-            return self._answer(UNROUTED, verdict, None)
+            return self._answer(UNROUTED, verdict, None, int(valid_length))
         item = make_item(verifier, response, ground_truth, {"data_source": data_source})
         if isinstance(item, Verdict):
-            return self._answer(verifier, item, None)
+            return self._answer(verifier, item, None, int(valid_length))
         verdict, latency = await self._batcher.submit(verifier, item)
-        return self._answer(verifier, verdict, latency)
+        return self._answer(verifier, verdict, latency, int(valid_length))
 
-    @staticmethod
-    def _answer(verifier: str, verdict: Verdict, latency: float | None) -> dict:
+    def _answer(self, verifier: str, verdict: Verdict, latency: float | None, response_length: int) -> dict:
+        # Every sample carries the same extra-info keys: verl builds its columns from the first one.
+        info = extra_info_for(verifier, verdict, latency)
+        info.update(self.overlong.extra_info(response_length))
         return {
-            "reward_score": float(verdict.score),
-            "reward_extra_info": extra_info_for(verifier, verdict, latency),
+            "reward_score": float(verdict.score) + self.overlong.penalty(response_length),
+            "reward_extra_info": info,
         }
 
 
