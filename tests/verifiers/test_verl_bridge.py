@@ -257,7 +257,7 @@ def test_overlong_shaping_lowers_the_paid_reward_but_not_the_verdict(local_ray, 
     """DAPO sec. 3.4: past L_max - L_cache tokens the reward ramps down; `acc` stays the verdict."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
-    config = verl_config(tokenizer_dir, "t-overlong")
+    config = verl_config(tokenizer_dir, "t-bridge")  # the module's pool: local_ray has CPUs for one
     from omegaconf import open_dict
 
     with open_dict(config):
