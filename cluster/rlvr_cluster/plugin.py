@@ -3,6 +3,7 @@
 It registers rlvr's extensions through verl's own registries:
 - the `cpu` platform (selected only by VERL_PLATFORM=cpu; never auto-detected),
 - the `hf` rollout replica and its worker adapter,
+- the `clip_higher` policy loss (verl's vanilla loss plus per-side clip fractions),
 - the `rlvr` reward manager (rlvr_verifiers.verl_bridge), when that package is importable.
 
 verl swallows plugin import errors at debug level, so failures are logged here at ERROR level: a
@@ -35,6 +36,8 @@ def _register() -> None:
 
     RolloutReplicaRegistry.register("hf", _load_hf_replica)
     verl_private.register_hf_rollout_adapter()
+
+    from rlvr_cluster import clip_higher  # noqa: F401  (registers policy loss "clip_higher")
 
     try:
         import rlvr_verifiers.verl_bridge  # noqa: F401  (registers reward manager "rlvr")
