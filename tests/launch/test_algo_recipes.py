@@ -230,6 +230,8 @@ VARIANT_METRICS = {
     "rloo": [],
     "dapo": [
         "actor/pg_clipfrac",
+        "actor/pg_clipfrac_high",  # clip-higher at work (rlvr_cluster/clip_higher.py)
+        "actor/pg_clipfrac_low",
         "training/filter_groups/budget_exhausted",
         "training/filter_groups/refill_prompts",
         "training/filter_groups/admitted_zero_variance_groups",
