@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,24 +67,13 @@ def test_unknown_verifier_is_a_user_error(tmp_path, capsys):
 # Through the pool (one Ray for the module; `rlvr score` uses a Ray already initialised in its process)
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
+RAY_NUM_CPUS = 2
+RAY_VERIFIER_SLOTS = 8
 
-    if ray.is_initialized():
-        pytest.skip("another test left Ray initialised in this process")
-    temp_dir = tempfile.mkdtemp(prefix="rlvr-scoret-", dir="/tmp")
-    ray.init(
-        num_cpus=2,
-        resources={"rlvr_verifier": 8},
-        include_dashboard=False,
-        _temp_dir=temp_dir,
-        log_to_driver=False,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+
+@pytest.fixture(scope="module")
+def local_ray(private_ray):
+    return private_ray
 
 
 def score(tmp_path: Path, verifier: str, lines: list[str], capsys) -> tuple[list[dict], str]:

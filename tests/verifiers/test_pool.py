@@ -8,8 +8,6 @@ nothing here stops a Ray it did not start.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -82,30 +80,14 @@ def test_pool_refuses_to_start_without_ray():
 # On a real local Ray
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
+RAY_NUM_CPUS = 4
+RAY_VERIFIER_SLOTS = 8
+RAY_EXTRA_PYTHONPATH = HERE  # the actors import pool_test_verifiers from this folder
 
-    if ray.is_initialized():
-        pytest.skip("another test left Ray initialised in this process")
-    old_path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), old_path) if p)
-    temp_dir = tempfile.mkdtemp(prefix="rlvr-pool-", dir="/tmp")
-    ray.init(
-        num_cpus=4,
-        resources={"rlvr_verifier": 8},
-        include_dashboard=False,
-        _temp_dir=temp_dir,
-        log_to_driver=False,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        if old_path is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old_path
+
+@pytest.fixture(scope="module")
+def local_ray(private_ray):
+    return private_ray
 
 
 def make_pool(name: str, **overrides) -> VerifierPool:

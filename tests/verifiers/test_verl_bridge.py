@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -116,24 +115,13 @@ def test_step_metrics_count_per_verifier():
 # Driven as verl drives it: a composed verl config, a real tokenizer, verl's own RewardLoopWorker.
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
+RAY_NUM_CPUS = 2
+RAY_VERIFIER_SLOTS = 4
 
-    if ray.is_initialized():
-        pytest.skip("another test left Ray initialised in this process")
-    temp_dir = tempfile.mkdtemp(prefix="rlvr-bridge-", dir="/tmp")
-    ray.init(
-        num_cpus=2,
-        resources={"rlvr_verifier": 4},
-        include_dashboard=False,
-        _temp_dir=temp_dir,
-        log_to_driver=False,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+
+@pytest.fixture(scope="module")
+def local_ray(private_ray):
+    return private_ray
 
 
 @pytest.fixture(scope="module")
