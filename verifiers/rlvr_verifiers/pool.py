@@ -19,9 +19,14 @@ What it guarantees
   it on the same actor). A call that overruns marks its actor as wedged: the actor is killed and
   restarted, and the call's items are retried one item per call on the other actors, so the item that
   hangs is found and gets `timeout` while its chunk mates are still scored.
-- Actor death (`ray.kill`, OOM, a segfaulting verifier): the calls on it are resubmitted to a live actor
-  and the actor is recreated. A chunk whose actor died once is retried whole, then item by item; an item
-  that kills `max_retries + 1` actors gets `sandbox_error` (a poison input cannot stall training).
+- Actor death (`ray.kill`, OOM, a segfaulting verifier): the actor is recreated, and every item of every
+  call it died with becomes a suspect. A suspect is retried alone: one item per call, on an actor with no
+  other call of this client in flight, so a death during that call can only be its own. Only such deaths
+  count against an item; one that kills `max_retries + 1` actors alone gets `sandbox_error` (a poison input
+  cannot stall training), and an innocent item that shared a dying actor with it is never charged. While
+  suspects wait, no new work is sent, so a busy actor drains and takes them. (Clients in other processes
+  sharing the actors are not held off; a death they cause can be charged to our suspect, which then has
+  its remaining retries.)
 
 Placement: every actor asks for `cpus_per_actor` CPUs AND `resource_per_actor` of the custom resource
 `resource_name` (default `rlvr_verifier`). On a cluster, CPU verifier nodes advertise that resource
@@ -344,8 +349,8 @@ class PoolResult:
 class _Work:
     verifier: str
     indices: list[int]
-    attempts: int = 0  # actor deaths this work has seen
-    split: bool = False  # already retried item by item after a wedge or a second death
+    attempts: int = 0  # actors that died while this work ran alone (only those are its fault)
+    alone: bool = False  # a suspect: one item, on an actor with nothing else of ours in flight
 
 
 class _Feed:
@@ -386,6 +391,7 @@ class _Slot:
     ready_ref: Any = None  # ObjectRef of ready(); None once ready
     in_flight: int = 0
     queued_items: int = 0
+    alone: bool = False  # running a suspect: takes nothing else until that call is back
     dead_id: Any = None  # actor id of a handle known dead; the slot is revived when the name is free
 
 
@@ -520,6 +526,7 @@ class VerifierPool:
             slot.ready_ref = None
             slot.in_flight = 0
             slot.queued_items = 0
+            slot.alone = False
             self._restarts += 1
             self._lock.notify_all()
 
@@ -540,11 +547,14 @@ class VerifierPool:
                 else:
                     self._create(slot)
 
-    def _free_slot(self) -> _Slot | None:
+    def _free_slot(self, idle: bool = False) -> _Slot | None:
+        """The least loaded ready actor with room for a call (`idle`: with no call of ours at all)."""
         with self._lock:
             best = None
             for slot in self._slots:
-                if slot.handle is None or slot.in_flight >= self.config.max_in_flight_per_actor:
+                if slot.handle is None or slot.alone or slot.in_flight >= self.config.max_in_flight_per_actor:
+                    continue
+                if idle and slot.in_flight:
                     continue
                 if slot.ready_ref is not None:
                     done, _ = ray.wait([slot.ready_ref], timeout=0)
@@ -576,7 +586,8 @@ class VerifierPool:
         metrics: dict[str, VerifierMetrics] = {name: VerifierMetrics() for name in dict.fromkeys(names)}
         restarts_before = self._restarts
 
-        pending: deque[_Work] = deque()  # work to resend (after a death or a wedge): goes first
+        suspects: deque[_Work] = deque()  # single items that were on a dying actor: each runs alone, first
+        pending: deque[_Work] = deque()  # work to resend unpunished (other calls of a wedged actor)
         fresh = _Feed(names, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
         in_flight: dict[Any, _Call] = {}
 
@@ -585,41 +596,40 @@ class VerifierPool:
                 verdicts[i] = Verdict(0.0, status, detail)
                 latencies[i] = latency
 
-        def requeue(work: _Work, died: bool) -> None:
-            """Work whose actor died (`died`) or was killed for overrunning (not `died`)."""
+        def suspect(work: _Work, died_alone: bool) -> None:
+            """Work whose actor died, or was killed for overrunning: retry each item alone. A death while the
+            work ran alone is its own (`died_alone`) and counts; any other death blames nobody yet."""
             metrics[work.verifier].retries += 1
-            attempts = work.attempts + (1 if died else 0)
-            if died and attempts > cfg.max_retries:
-                settle(work, SANDBOX_ERROR, f"verifier actor died {attempts} times on this item", None)
+            attempts = work.attempts + (1 if died_alone else 0)
+            if attempts > cfg.max_retries:
+                settle(work, SANDBOX_ERROR, f"verifier actor died {attempts} times on this item alone", None)
                 return
-            # First death: retry the chunk whole elsewhere. A wedge, or a second death: item by item, so
-            # one bad item cannot take its chunk mates down again.
-            if len(work.indices) > 1 and (not died or attempts > 1 or work.split):
-                for i in work.indices:
-                    pending.appendleft(_Work(work.verifier, [i], attempts, split=True))
-            else:
-                pending.appendleft(_Work(work.verifier, work.indices, attempts, split=work.split))
+            for i in work.indices:
+                suspects.append(_Work(work.verifier, [i], attempts, alone=True))
 
         def release(call: _Call) -> None:
             with self._lock:
                 if call.slot.handle is call.handle:
                     call.slot.in_flight -= 1
                     call.slot.queued_items -= len(call.work.indices)
+                    call.slot.alone = False
                 self._lock.notify_all()
 
-        while pending or fresh or in_flight:
+        while suspects or pending or fresh or in_flight:
             now = time.monotonic()
             if now >= batch_deadline:
                 break
-            # Dispatch as much as backpressure allows.
+            # Dispatch as much as backpressure allows: suspects first, each to an idle actor; while one
+            # waits for an idle actor, nothing else is sent (so the busy actors drain).
             self._revive()
-            while pending or fresh:
-                slot = self._free_slot()
+            while suspects or pending or fresh:
+                slot = self._free_slot(idle=bool(suspects))
                 if slot is None:
                     break
-                work = pending.popleft() if pending else fresh.take()
+                work = suspects.popleft() if suspects else pending.popleft() if pending else fresh.take()
                 with self._lock:
                     handle = slot.handle
+                    slot.alone = work.alone
                     slot.in_flight += 1
                     slot.queued_items += len(work.indices)
                     ahead_and_own = slot.queued_items
@@ -631,7 +641,8 @@ class VerifierPool:
             # Wait for a result, a call deadline, or (nothing of ours in flight) a slot to free up.
             if in_flight:
                 next_deadline = min(min(c.deadline for c in in_flight.values()), batch_deadline)
-                wait_s = max(0.0, min(next_deadline - time.monotonic(), 0.5 if pending or fresh else 1e9))
+                waiting = suspects or pending or fresh
+                wait_s = max(0.0, min(next_deadline - time.monotonic(), 0.5 if waiting else 1e9))
                 refs = list(in_flight)
                 ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
                 if ready:  # collect everything else already done, without waiting
@@ -650,9 +661,6 @@ class VerifierPool:
                     chunk_verdicts = ray.get(ref)
                 except RayActorError:
                     self._mark_dead(call.slot, call.handle, kill=False)
-                    # Blame one call: the oldest one we sent it (with actor_concurrency 1, exactly the one it
-                    # was running). The others go back unpunished; a guilty one among them kills again and is
-                    # blamed then, so every death moves some work toward item-by-item retries.
                     same = [(r, c) for r, c in in_flight.items() if c.handle is call.handle]
                     # Calls the actor finished before it died keep their results (left in in_flight, they
                     # are collected next round); only calls without a result are victims.
@@ -662,19 +670,17 @@ class VerifierPool:
                     same = [(r, c) for r, c in same if r not in finished]
                     for r, _ in same:
                         del in_flight[r]
-                    victims = sorted([call] + [c for _, c in same], key=lambda c: c.submitted)
+                    victims = [call] + [c for _, c in same]
                     logger.warning(
-                        "verifier actor %s died; blaming a call of %d item(s) %s (%d death(s) before), resending "
-                        "%d other call(s)",
+                        "verifier actor %s died with %d call(s) of ours in flight (items %s); %s",
                         call.slot.name,
-                        len(victims[0].work.indices),
-                        victims[0].work.indices[:8],
-                        victims[0].work.attempts,
-                        len(victims) - 1,
+                        len(victims),
+                        sorted(i for v in victims for i in v.work.indices)[:16],
+                        "charging the item it ran alone" if call.work.alone else "retrying each item alone",
                     )
-                    requeue(victims[0].work, died=True)
-                    for other in victims[1:]:
-                        pending.appendleft(other.work)
+                    # A call that ran alone is the only victim: its actor took nothing else of ours.
+                    for victim in victims:
+                        suspect(victim.work, died_alone=victim.work.alone)
                     continue
                 except RayError as e:  # the actor method itself failed (it catches verifier errors)
                     settle(call.work, SANDBOX_ERROR, _short(f"pool call failed: {type(e).__name__}"), None)
@@ -701,7 +707,7 @@ class VerifierPool:
                             now - call.submitted,
                         )
                     elif other is call:
-                        requeue(other.work, died=False)
+                        suspect(other.work, died_alone=False)
                     else:
                         pending.appendleft(other.work)
 
@@ -715,7 +721,7 @@ class VerifierPool:
             self._mark_dead(call.slot, call.handle, kill=True)
         while fresh:
             pending.append(fresh.take())
-        for work in pending:
+        for work in (*suspects, *pending):
             settle(work, TIMEOUT, f"batch deadline {cfg.batch_timeout_s:g}s reached before it ran", None)
 
         final: list[Verdict] = []
