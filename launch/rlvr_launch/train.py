@@ -188,9 +188,13 @@ def wandb_env(run_dir: Path) -> dict[str, str]:
     if wanted == "online":
         url = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"))
         try:
-            socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3).close()
+            socket.create_connection(
+                (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=3
+            ).close()
         except OSError as e:
-            log(f"wandb server {url.hostname} unreachable ({e}); logging offline to {run_dir}/wandb, `wandb sync` later")
+            log(
+                f"wandb server {url.hostname} unreachable ({e}); logging offline to {run_dir}/wandb, `wandb sync` later"
+            )
             wanted = "offline"
     env["WANDB_MODE"] = wanted
     return env

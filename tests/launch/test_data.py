@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from rlvr_launch import data
 from rlvr_launch.cli import UserError
 from rlvr_launch.converters import NAMES, load

@@ -47,7 +47,9 @@ def test_each_recorded_pathology_gets_its_finding_and_only_it(case):
     findings = d.diagnose(d.merged_rows(RUNS / case))
     assert {f.name for f in findings} == EXPECTED[case], [f.render() for f in findings]
     for finding in findings:
-        assert finding.numbers and not any(math.isnan(v) for v in finding.numbers.values() if isinstance(v, float))
+        assert finding.numbers and not any(
+            math.isnan(v) for v in finding.numbers.values() if isinstance(v, float)
+        )
         assert PATCH_WORDS[finding.name] in finding.patch
 
 

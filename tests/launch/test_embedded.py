@@ -46,7 +46,9 @@ def test_the_class_transformers_rebuilds_encodes_like_the_trained_tokenizer(toke
     trained = embedded.build_tokenizer(embedded.TinySpec(), tmp_path)
     for a, b in embedded.addition_pairs(embedded.TinySpec())[0][:20]:
         text = f"<|im_start|>user\n{a}+{b}=<|im_end|>\n<|im_start|>assistant\n{a + b}<|im_end|>\n"
-        assert tokenizer.encode(text, add_special_tokens=False) == trained.encode(text, add_special_tokens=False)
+        assert tokenizer.encode(text, add_special_tokens=False) == trained.encode(
+            text, add_special_tokens=False
+        )
 
 
 def test_check_tokenizer_rejects_a_tokenizer_verl_cannot_use(tmp_path):

@@ -4,6 +4,7 @@ verl validates, points at the model's hub id, and carries the settings its size 
 from __future__ import annotations
 
 import pytest
+
 from rlvr_launch import compose
 
 MODELS = {

@@ -12,6 +12,7 @@ import tempfile
 import textwrap
 
 import pytest
+
 from rlvr_verifiers.base import OK, Item
 from rlvr_verifiers.code import CodeConfig, CodeVerifier
 from rlvr_verifiers.sandbox import Job, SandboxConfig

@@ -2,6 +2,7 @@
 `dapo` reward manager, reads the same config keys, and refuses a ramp that does not fit the budget."""
 
 import pytest
+
 from rlvr_verifiers.overlong import OverlongConfig
 
 

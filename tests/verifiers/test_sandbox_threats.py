@@ -20,6 +20,7 @@ import threading
 import time
 
 import pytest
+
 from rlvr_verifiers.sandbox import Job, Sandbox, SandboxConfig
 
 FILE_LIMIT = 8 << 20
