@@ -460,11 +460,69 @@ def test_a_worker_that_dies_is_replaced_and_the_check_still_answers() -> None:
     assert accepted(r"\boxed{\sin(x)/\cos(x)}", r"\tan(x)")
 
 
-def test_warm_up_leaves_a_ready_sympy_worker_for_the_pool() -> None:
+def test_warm_up_starts_every_sympy_worker_before_the_first_item() -> None:
+    # Workers started lazily would start mid-step, when two symbolic checks first overlap (~1 s of CPU).
     from rlvr_verifiers import _symbolic
 
     MATH.warm_up()
-    assert any(w.proc.poll() is None for w in _symbolic.pool()._idle)
+    pool = _symbolic.pool()
+    live = [w for w in pool._idle if w.proc.poll() is None]
+    assert len(live) == pool._max >= 2
+
+
+QUICK_CASES = (
+    FRACTIONS_DECIMALS
+    + UNITS
+    + PERCENTS
+    + INTERVALS
+    + SETS
+    + TUPLES
+    + THOUSANDS
+    + NEGATIVES
+    + SYMBOLIC
+    + EQUATIONS_CHOICES_TEXT
+)
+
+
+def test_quick_returns_exactly_what_verify_returns_wherever_it_decides() -> None:
+    """The pool trusts `quick` in the trainer's process: a quick verdict must be the full verdict."""
+    items = [Item(rf"so the answer is \boxed{{{a}}}", ref) for a, ref, _ in QUICK_CASES]
+    items += [Item(r, ref) for r, ref, _ in BOXED] + [Item(r, ref) for r, ref in PATHOLOGICAL]
+    items += [Item("no answer at all", "3"), Item(r"\boxed{3", "3"), Item(r"\boxed{3}", None)]
+    decided = 0
+    for item in items:
+        quick = MATH.quick(item)
+        if quick is not None:
+            decided += 1
+            full = MATH.verify(item)
+            assert (quick.score, quick.status, quick.detail) == (full.score, full.status, full.detail), item
+    assert decided >= 0.8 * len(items)  # it does decide the common cases (133 of 147), not just return None
+
+
+@pytest.mark.parametrize("answer,reference,equal", SYMBOLIC)
+def test_quick_never_asks_sympy_and_leaves_symbolic_cases_to_the_pool(
+    answer, reference, equal, monkeypatch
+) -> None:
+    from rlvr_verifiers import _symbolic
+
+    real_pool, calls = _symbolic.pool, []
+    monkeypatch.setattr(
+        _symbolic, "pool", lambda: calls.append(1) or real_pool()
+    )  # a spy: counts, then delegates
+    quick = MATH.quick(Item(rf"\boxed{{{answer}}}", reference))
+    assert calls == []
+    if quick is not None:  # decided exactly (e.g. a radical identity): must be right
+        assert (quick.status == "ok") is equal
+
+
+def test_quick_declines_long_inputs_and_pathological_ones_stay_unpaid() -> None:
+    from rlvr_verifiers.math import QUICK_MAX_ANSWER_CHARS, QUICK_MAX_RESPONSE_CHARS
+
+    assert MATH.quick(Item("x " * QUICK_MAX_RESPONSE_CHARS + r"\boxed{17}", "17")) is None
+    assert MATH.quick(Item(r"\boxed{" + "1+" * QUICK_MAX_ANSWER_CHARS + "1}", "5")) is None
+    for response, reference in PATHOLOGICAL:
+        quick = MATH.quick(Item(response, reference))
+        assert quick is None or quick.status != "ok"
 
 
 def _random_expression(rng, depth: int = 0):

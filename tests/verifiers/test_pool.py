@@ -56,7 +56,8 @@ def test_percentile_is_nearest_rank():
 def test_batches_are_cut_into_calls_that_take_turns_and_shrink_at_the_end():
     from rlvr_verifiers.pool import _Feed
 
-    feed = _Feed(["math"] * 100 + ["code"] * 30, items_per_call=8, slots=4)
+    names = ["math"] * 100 + ["code"] * 30
+    feed = _Feed(names, range(len(names)), items_per_call=8, slots=4)
     works = []
     while feed:
         works.append(feed.take())
@@ -65,6 +66,11 @@ def test_batches_are_cut_into_calls_that_take_turns_and_shrink_at_the_end():
     assert [w.verifier for w in works[:4]] == ["math", "code", "math", "code"]  # verifiers take turns
     sizes = [len(w.indices) for w in works]
     assert max(sizes) == 8 and sizes[-1] == 1 and sizes[0] == 8  # full calls first, small ones last
+    rest = _Feed(names, [3, 120, 5], items_per_call=8, slots=4)  # what quick checks left over
+    left = []
+    while rest:
+        left += rest.take().indices
+    assert sorted(left) == [3, 5, 120]
 
 
 def test_pool_refuses_to_start_without_ray():
@@ -316,6 +322,29 @@ def test_configured_environment_reaches_the_actors(local_ray):
 def test_an_actor_that_cannot_start_is_a_clear_error_not_a_hang(local_ray):
     with pytest.raises(PoolError, match="no_such_module_for_rlvr"):
         make_pool("t-nostart", imports=("no_such_module_for_rlvr",), start_timeout_s=60.0)
+
+
+@pytest.mark.slow
+def test_exact_math_is_decided_in_the_caller_and_only_the_rest_is_shipped(local_ray):
+    items = [Item(rf"\boxed{{\frac{{{2 * i}}}{{4}}}}", f"{i / 2}") for i in range(40)]  # exact: quick
+    items += [Item(rf"\boxed{{{i}}}", f"{i + 1}") for i in range(20)]  # exact and wrong: quick
+    items += [Item(r"\boxed{\sin^2 x + \cos^2 x}", "1") for _ in range(6)]  # needs sympy: shipped
+    shipping = make_pool("t-quick-off", preload=("math",), imports=(), quick_in_caller=False)
+    quick = make_pool("t-quick-on", preload=("math",), imports=())
+    try:
+        shipped = shipping.verify("math", items)
+        result = quick.verify("math", items)
+        assert [(v.score, v.status, v.detail) for v in result.verdicts] == [
+            (v.score, v.status, v.detail) for v in shipped.verdicts
+        ]
+        assert [v.status for v in result.verdicts] == [OK] * 40 + [WRONG] * 20 + [OK] * 6
+        m = result.metrics["math"]
+        assert m.quick == 60 and m.count == 66 and len(m.latencies_s) == 66
+        assert 1 <= m.calls <= 6  # only the six symbolic items travelled
+        assert shipped.metrics["math"].quick == 0 and shipped.metrics["math"].calls >= 66 // 4
+    finally:
+        shipping.shutdown()
+        quick.shutdown()
 
 
 @pytest.mark.slow

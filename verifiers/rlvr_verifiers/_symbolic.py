@@ -30,8 +30,9 @@ from typing import Any
 _START_TIMEOUT_S = 60.0
 # Address-space limit of a worker process (sympy on adversarial input can eat memory).
 _MEMORY_LIMIT = 4 << 30
-# Workers kept at most (each is one process importing sympy, ~100 MB): one per core, at least 2.
-_MAX_WORKERS = max(2, os.cpu_count() or 2)
+# Workers kept at most (each is one process importing sympy, ~100 MB): one per core, at least 2, unless
+# RLVR_SYMBOLIC_WORKERS says otherwise (the verifier pool sets it to each actor's CPU share).
+_MAX_WORKERS = int(os.environ.get("RLVR_SYMBOLIC_WORKERS") or 0) or max(2, os.cpu_count() or 2)
 # How many symbolic time bounds a request may wait for a busy pool before it gives up (-> timeout).
 _WAIT_FACTOR = 10
 
@@ -179,6 +180,39 @@ class SymbolicPool:
                 return None
             return bool(answer.get("equal"))
         return None
+
+    def warm_up(self, a: Any, b: Any, timeout_s: float) -> int:
+        """Start every worker this pool may keep, at once, and have each check `a == b` (sympy imports
+        and caches a lot on first use: ~1 s of CPU per worker). Returns how many workers are warm.
+
+        Without this, workers start lazily when requests first overlap, which is in the middle of a
+        training step, and the step pays for it."""
+        deadline = time.monotonic() + _START_TIMEOUT_S + timeout_s
+        held: list[_Worker | None] = [None] * self._max
+
+        def start_and_ask(slot: int) -> None:
+            worker = self._acquire(deadline)
+            if worker is None:
+                return
+            try:
+                answer = worker.ask({"a": a, "b": b}, timeout_s)
+            except _WorkerDied:
+                answer = None
+            if answer is None:
+                worker.kill()
+                self._release(None)
+            else:
+                held[slot] = worker  # released together below, so every thread gets its own worker
+
+        threads = [threading.Thread(target=start_and_ask, args=(i,), daemon=True) for i in range(self._max)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        warm = [w for w in held if w is not None]
+        for worker in warm:
+            self._release(worker)
+        return len(warm)
 
     def close(self) -> None:
         if os.getpid() != self._pid:

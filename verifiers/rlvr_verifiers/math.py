@@ -47,6 +47,9 @@ Equality
   compared exactly, in-process: `\frac{\sqrt{2}}{2}` == `\frac{1}{\sqrt{2}}`, `2\sqrt{3}` == `\sqrt{12}`,
   `\frac{1}{1+\sqrt2}` == `\sqrt2-1` (division by `p + q\sqrt{r}` or `p + qi` via the conjugate),
   `3^4` != `4^3` (`^` is always power, never XOR).
+  `MathVerifier.quick` runs this path alone (no sympy) on short inputs, so the verifier pool can
+  decide most items in its caller's process without a round trip; it returns a verdict only where
+  `verify` would return the same one.
 - Symbolic path, only when the fast path cannot represent a side (trig, logs, factorials of symbols,
   rational functions, nested radicals, division by other sums), entirely inside a worker process with
   a wall-clock kill (`rlvr_verifiers._symbolic`; default 3 s, `item.extra["symbolic_timeout_s"]`;
@@ -99,6 +102,9 @@ MAX_OPS = 300_000  # budget of coefficient multiplications per answer pair in th
 MAX_TERMS = 2_000
 MAX_SQRT_RADICAND = 10**12
 SYMBOLIC_TIMEOUT_S = 3.0
+# MathVerifier.quick decides in the caller's process only on inputs this short.
+QUICK_MAX_RESPONSE_CHARS = 100_000
+QUICK_MAX_ANSWER_CHARS = 200
 
 
 class ParseFailure(Exception):
@@ -107,6 +113,10 @@ class ParseFailure(Exception):
 
 class TooComplex(Exception):
     """The answer exceeds the complexity bound; it is not evaluated."""
+
+
+class NeedsSymbolic(Exception):
+    """The exact path cannot decide this pair and symbolic checks are off (`MathVerifier.quick`)."""
 
 
 class NotAlgebraic(Exception):
@@ -1215,6 +1225,7 @@ class _Ctx:
     deadline: float
     symbolic_timeout_s: float
     used_symbolic: bool = False
+    allow_symbolic: bool = True  # False: raise NeedsSymbolic instead of asking sympy
     timed_out: bool = False
     too_complex: str = ""
 
@@ -1231,6 +1242,8 @@ def _scalar_equal(a: list[Any], b: list[Any], ctx: _Ctx) -> bool:
         return False
     precheck(a)
     precheck(b)
+    if not ctx.allow_symbolic:
+        raise NeedsSymbolic
     from rlvr_verifiers import _symbolic
 
     ctx.used_symbolic = True
@@ -1352,8 +1365,13 @@ def _choice(s: str) -> str | None:
     return m.group(1) if m else None
 
 
-def check(response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S) -> Verdict:
-    """Compare an extracted answer with a reference answer (both raw strings)."""
+def check(
+    response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S, allow_symbolic: bool = True
+) -> Verdict:
+    """Compare an extracted answer with a reference answer (both raw strings).
+
+    `allow_symbolic=False`: raise NeedsSymbolic where the symbolic path would be asked; every verdict it
+    does return is the one the full check returns (the same steps in the same order, minus sympy)."""
     ref = _prepare(reference)
     if not ref.norm.text:
         from rlvr_verifiers.base import INVALID_INPUT
@@ -1380,7 +1398,7 @@ def check(response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIME
     for side in (ref, resp):
         if side.error:
             return Verdict(0.0, TIMEOUT, f"not evaluated: {side.error}")
-    ctx = _Ctx(time.monotonic() + timeout_s, timeout_s)
+    ctx = _Ctx(time.monotonic() + timeout_s, timeout_s, allow_symbolic=allow_symbolic)
     _BUDGET.left = MAX_OPS
     try:
         equal = values_equal(resp.value, ref.value, ctx)
@@ -1417,13 +1435,16 @@ class MathVerifier(Verifier):
         self.symbolic_timeout_s = symbolic_timeout_s
 
     def warm_up(self) -> None:
-        """Start a sympy worker now (the pool calls this), so no item pays the start-up."""
+        """Start and warm every sympy worker now (the pool calls this), so no item pays the start-up."""
         from rlvr_verifiers import _symbolic
 
         # A trig identity: sympy's simplify imports and caches a lot on first use.
-        _symbolic.pool().equal(parse_expr(r"\sin^2 x+\cos^2 x"), parse_expr("1"), 60.0)
+        _symbolic.pool().warm_up(
+            _jsonable(parse_expr(r"\sin^2 x+\cos^2 x")), _jsonable(parse_expr("1")), 60.0
+        )
 
-    def verify(self, item: Item) -> Verdict:
+    def _answer_and_reference(self, item: Item) -> Verdict | tuple[str, str, float]:
+        """(answer, reference, symbolic timeout), or the verdict when the item cannot get that far."""
         from rlvr_verifiers.base import INVALID_INPUT
 
         try:
@@ -1445,9 +1466,38 @@ class MathVerifier(Verifier):
             if item.extra
             else self.symbolic_timeout_s
         )
+        return answer, reference, timeout_s
+
+    def verify(self, item: Item) -> Verdict:
+        prepared = self._answer_and_reference(item)
+        if isinstance(prepared, Verdict):
+            return prepared
         try:
-            return check(answer, reference, timeout_s)
+            return check(*prepared)
         except Exception as exc:  # noqa: BLE001 - every item gets a verdict; a bug here is never a reward
             return Verdict(
                 0.0, PARSE_ERROR, f"unhandled {type(exc).__name__} while checking: {str(exc)[:80]}"
             )
+
+    def quick(self, item: Item) -> Verdict | None:
+        """The verdict when the exact path alone decides it on short inputs, else None.
+
+        The verifier pool calls this in its caller's process (the trainer's reward worker) before it
+        ships anything to an actor, so the common case (a number, a fraction, a radical) costs no round
+        trip. It is safe there because it runs no code, starts no process and asks no sympy, and its
+        inputs are short (responses up to QUICK_MAX_RESPONSE_CHARS, answers up to QUICK_MAX_ANSWER_CHARS),
+        on top of the exact path's own complexity bounds. Every verdict it returns is the one `verify`
+        returns; anything else (symbolic, too complex, a checker bug) is left to an actor (None)."""
+        if isinstance(item.response, str) and len(item.response) > QUICK_MAX_RESPONSE_CHARS:
+            return None
+        prepared = self._answer_and_reference(item)
+        if isinstance(prepared, Verdict):
+            return prepared
+        answer, reference, _ = prepared
+        if len(answer) > QUICK_MAX_ANSWER_CHARS or len(reference) > QUICK_MAX_ANSWER_CHARS:
+            return None
+        try:
+            verdict = check(*prepared, allow_symbolic=False)
+        except Exception:  # noqa: BLE001 - NeedsSymbolic, or anything verify() would report: an actor decides
+            return None
+        return verdict if verdict.status in (OK, WRONG) else None

@@ -10,6 +10,9 @@ What it guarantees
   `invalid_input`) that is counted in the metrics. No item is ever missing, and `verify` never hangs:
   items not finished when `batch_timeout_s` runs out get status `timeout`.
 - Order is preserved: `verdicts[i]` belongs to `items[i]`.
+- Cheap items never travel: a built-in verifier that offers `quick(item)` (math: the exact path alone,
+  on short inputs; no code runs, no process starts) decides what it can in the caller's process first,
+  and only the rest is shipped (`quick_in_caller`). Its verdicts are the ones an actor would return.
 - Calls are batched: a batch is cut into chunks of up to `items_per_call` items of one verifier (a Ray
   call costs about 0.8 ms, so one item per call wastes most of the time in round trips); verifiers take
   turns, and chunks shrink toward the end of a batch so no actor carries a long tail alone.
@@ -128,6 +131,13 @@ class PoolConfig:
     batch_timeout_s: float = field(
         default=300.0,
         metadata={"help": "Hard bound on one verify() call; unfinished items get `timeout`."},
+    )
+    quick_in_caller: bool = field(
+        default=True,
+        metadata={
+            "help": "Let built-in verifiers with a bounded in-process check (math's exact path) decide "
+            "what they can in the calling process, and ship only the rest to actors."
+        },
     )
     max_retries: int = field(
         default=2, metadata={"help": "Resubmissions of an item after its actor died, then `sandbox_error`."}
@@ -292,6 +302,7 @@ class VerifierMetrics:
     latencies_s: list[float] = field(default_factory=list, repr=False)
     retries: int = 0  # chunk resubmissions after an actor died or wedged
     calls: int = 0  # actor calls made (items / calls = the batching actually achieved)
+    quick: int = 0  # items decided in the caller's process (never shipped)
 
     @property
     def pass_rate(self) -> float:
@@ -314,6 +325,7 @@ class VerifierMetrics:
             "invalid_inputs": float(self.statuses[INVALID_INPUT]),
             "retries": float(self.retries),
             "calls": float(self.calls),
+            "quick": float(self.quick),
         }
         for status, n in self.statuses.items():
             out[f"status/{status}"] = float(n)
@@ -361,12 +373,12 @@ class _Feed:
     than `items_per_call`), so the last calls finish together instead of one actor carrying the tail.
     """
 
-    def __init__(self, names: Sequence[str], items_per_call: int, slots: int) -> None:
+    def __init__(self, names: Sequence[str], indices: Sequence[int], items_per_call: int, slots: int) -> None:
         self._queues: dict[str, deque[int]] = {}
-        for i, name in enumerate(names):
-            self._queues.setdefault(name, deque()).append(i)
+        for i in indices:
+            self._queues.setdefault(names[i], deque()).append(i)
         self._order = deque(self._queues)
-        self._left = len(names)
+        self._left = len(indices)
         self._max, self._slots = items_per_call, max(1, slots)
 
     def __bool__(self) -> bool:
@@ -588,7 +600,10 @@ class VerifierPool:
 
         suspects: deque[_Work] = deque()  # single items that were on a dying actor: each runs alone, first
         pending: deque[_Work] = deque()  # work to resend unpunished (other calls of a wedged actor)
-        fresh = _Feed(names, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
+        todo = range(len(items))
+        if cfg.quick_in_caller:
+            todo = _decide_quickly(names, items, verdicts, latencies, metrics)
+        fresh = _Feed(names, todo, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
         in_flight: dict[Any, _Call] = {}
 
         def settle(work: _Work, status: str, detail: str, latency: float | None) -> None:
@@ -779,6 +794,47 @@ class VerifierPool:
                 if slot.handle is not None:
                     _kill(slot.handle)
                     slot.handle = None
+
+
+def _quick_check(name: str) -> Any:
+    """The `quick` method of built-in verifier `name`, or None. Only built-ins: a user verifier is
+    imported by the actors (`imports`) and may not exist, or differ, in this process."""
+    from rlvr_verifiers import registry
+
+    if name not in registry.BUILTIN:
+        return None
+    try:
+        quick = getattr(registry.get(name), "quick", None)
+    except Exception:  # noqa: BLE001 - cannot load it here: the actors decide everything
+        return None
+    return quick if callable(quick) else None
+
+
+def _decide_quickly(
+    names: list[str],
+    items: list[Item],
+    verdicts: list[Verdict | None],
+    latencies: list[float | None],
+    metrics: dict[str, VerifierMetrics],
+) -> list[int]:
+    """Settle the items a verifier's `quick` decides in this process; the indices left for actors."""
+    checks = {name: _quick_check(name) for name in metrics}
+    left = []
+    for i, (name, item) in enumerate(zip(names, items, strict=True)):
+        check = checks[name]
+        verdict = None
+        if check is not None:
+            began = time.monotonic()
+            try:
+                verdict = check(item)
+            except Exception:  # noqa: BLE001 - a quick check that fails leaves the item to an actor
+                verdict = None
+        if isinstance(verdict, Verdict):
+            verdicts[i], latencies[i] = verdict, time.monotonic() - began
+            metrics[name].quick += 1
+        else:
+            left.append(i)
+    return left
 
 
 def _finished_ok(refs: list[Any], wait_s: float) -> set[Any]:
