@@ -11,7 +11,7 @@ min(serial wall, serial CPU) / (pool CPU / cores) is what the pool would reach w
 and none idle (the serial loop keeps about one core busy; under load its wall time overstates it); the
 gap between it and the wall ratio is load, or cores the pool's schedule leaves idle.
 
-    python bench/pool_cpu.py [--n 1024] [--repeats 3] [--items-per-call 8] [--actor-concurrency 2]
+    python bench/pool_cpu.py [--n 1024] [--repeats 3] [--items-per-call N] [--actor-concurrency N]
 
 Starts a private local Ray (own temp dir, no dashboard) and shuts it down at the end.
 """
@@ -69,6 +69,17 @@ def tree_cpu_s(root: int) -> collections.Counter:
     return out
 
 
+def tuning(items_per_call: int | None, actor_concurrency: int | None) -> dict:
+    """PoolConfig overrides for the two knobs; None keeps the pool's own default."""
+    out: dict = {}
+    if items_per_call is not None:
+        out["items_per_call"] = items_per_call
+    if actor_concurrency is not None:
+        out["actor_concurrency"] = actor_concurrency
+        out["max_in_flight_per_actor"] = max(2, actor_concurrency)
+    return out
+
+
 def measure(fn) -> tuple[float, collections.Counter]:
     before = tree_cpu_s(os.getpid())
     t = time.perf_counter()
@@ -82,8 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1024, help="responses in the mixed batch")
     parser.add_argument("--repeats", type=int, default=3, help="rounds (medians reported)")
-    parser.add_argument("--items-per-call", type=int, default=8, help="pool items per actor call")
-    parser.add_argument("--actor-concurrency", type=int, default=2, help="calls one actor runs at once")
+    parser.add_argument(
+        "--items-per-call", type=int, default=None, help="pool items per actor call (default: PoolConfig's)"
+    )
+    parser.add_argument(
+        "--actor-concurrency",
+        type=int,
+        default=None,
+        help="calls one actor runs at once (default: PoolConfig's)",
+    )
     args = parser.parse_args(argv)
 
     import ray
@@ -114,10 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                 name="bench-pool-cpu",
                 num_actors=2,
                 cpus_per_actor=min(1.0, cores / 2),
-                items_per_call=args.items_per_call,
-                actor_concurrency=args.actor_concurrency,
-                max_in_flight_per_actor=max(2, args.actor_concurrency),
                 preload=("math", "code"),
+                **tuning(args.items_per_call, args.actor_concurrency),
             )
         )
         serial = bench.serial_verifiers(strict=True)

@@ -143,8 +143,8 @@ def bench_pool(
     actors: int,
     repeats: int,
     code_fraction: float = 0.25,
-    items_per_call: int = 8,
-    actor_concurrency: int = 2,
+    items_per_call: int | None = None,
+    actor_concurrency: int | None = None,
 ) -> dict[str, Any]:
     import ray
 
@@ -158,6 +158,12 @@ def bench_pool(
     rng.shuffle(order)  # mixed, as a training batch is
     items, names = [items[i] for i in order], [names[i] for i in order]
 
+    tuning: dict[str, int] = {}  # None: the pool's own defaults, what users get
+    if items_per_call is not None:
+        tuning["items_per_call"] = items_per_call
+    if actor_concurrency is not None:
+        tuning["actor_concurrency"] = actor_concurrency
+        tuning["max_in_flight_per_actor"] = max(2, actor_concurrency)
     temp_dir = tempfile.mkdtemp(prefix="rlvr-bench-", dir="/tmp")
     ray.init(
         num_cpus=os.cpu_count() or 2,
@@ -174,10 +180,8 @@ def bench_pool(
                 name="bench-pool",
                 num_actors=actors,
                 cpus_per_actor=min(1.0, (os.cpu_count() or 2) / actors),  # more actors than cores: share
-                items_per_call=items_per_call,
-                actor_concurrency=actor_concurrency,
-                max_in_flight_per_actor=max(2, actor_concurrency),
                 preload=preload,
+                **tuning,
             )
         )
         # Warm every side alike (a training run is long-lived): sandbox workers forked, sympy workers
@@ -260,8 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--actors", type=int, default=2, help="pool actors")
     parser.add_argument("--code-fraction", type=float, default=0.25, help="share of code responses")
-    parser.add_argument("--items-per-call", type=int, default=8, help="pool items per actor call")
-    parser.add_argument("--actor-concurrency", type=int, default=2, help="calls one actor runs at once")
+    parser.add_argument(
+        "--items-per-call", type=int, default=None, help="pool items per actor call (default: PoolConfig's)"
+    )
+    parser.add_argument(
+        "--actor-concurrency",
+        type=int,
+        default=None,
+        help="calls one actor runs at once (default: PoolConfig's)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument("--only", choices=("pool", "math", "sandbox"), default=None, help="run one figure")
     args = parser.parse_args(argv)
@@ -298,7 +309,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{[round(x, 2) for x in r['serial_parallel_tests_rounds_s']]} s, pool "
             f"{[round(x, 2) for x in r['pool_rounds_s']]} s; verdict mismatches: {r['verdict_mismatches']}"
         )
-        keys = ("pass_rate", "latency_p50_ms", "latency_p99_ms", "timeouts", "sandbox_errors", "calls")
+        keys = (
+            "pass_rate",
+            "latency_p50_ms",
+            "latency_p99_ms",
+            "timeouts",
+            "sandbox_errors",
+            "calls",
+            "quick",
+        )
         for verifier in ("math", "code"):
             figures = ", ".join(
                 f"{k} {r['metrics'].get(f'rlvr/{verifier}/{k}', float('nan')):.4g}" for k in keys

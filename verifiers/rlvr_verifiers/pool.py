@@ -82,6 +82,8 @@ from rlvr_verifiers.base import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_RESOURCE = "rlvr_verifier"
+# Seconds of quick checks between two looks at the actors (keeps them fed while this process screens).
+_SCREEN_SLICE_S = 0.005
 
 
 class PoolError(Exception):
@@ -112,16 +114,17 @@ class PoolConfig:
         default=1.0, metadata={"help": "Amount of `resource_name` each actor asks for."}
     )
     items_per_call: int = field(
-        default=8, metadata={"help": "Items per actor call (a Ray round trip costs about 0.8 ms)."}
+        default=16, metadata={"help": "Items per actor call (a Ray round trip costs about 0.8 ms)."}
     )
     max_in_flight_per_actor: int = field(
         default=2, metadata={"help": "Backpressure: calls queued on one actor at most."}
     )
     actor_concurrency: int = field(
-        default=2,
+        default=1,
         metadata={
-            "help": "Calls one actor runs at once, in threads: keeps its sandbox and sympy workers busy "
-            "across call boundaries (1: strictly one call after another)."
+            "help": "Calls one actor runs at once, in threads (1: one after another; the next call already "
+            "waits in the actor's mailbox, so it never idles on the driver). More than 1 only pays where "
+            "verifiers wait on something other than this node's CPUs."
         },
     )
     item_timeout_s: float = field(
@@ -165,8 +168,9 @@ class PoolConfig:
     env: dict[str, str] = field(
         default_factory=dict,
         metadata={
-            "help": "Environment variables of each actor process (e.g. RLVR_SANDBOX_WORKERS, "
-            "RLVR_SANDBOX_ALLOW_WEAKER_ISOLATION); set through the actor's runtime_env."
+            "help": "Environment variables of each actor process (e.g. RLVR_SANDBOX_ALLOW_WEAKER_ISOLATION), "
+            "set through the actor's runtime_env, over the defaults of actor_env(): RLVR_SANDBOX_WORKERS "
+            "and RLVR_SYMBOLIC_WORKERS sized to the actor's CPU share."
         },
     )
     namespace: str | None = field(
@@ -211,6 +215,16 @@ class PoolConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def actor_env(self) -> dict[str, str]:
+        """Each actor's environment: its sandbox and sympy worker processes sized to its CPU share
+        (ceil(cpus_per_actor x actor_concurrency), at least 1), then `env` on top. Left to their own
+        defaults (one per core of the node), every actor would start a full set, and N actors on N cores
+        would run N^2 worker processes that fight for the same cores."""
+        share = str(max(1, math.ceil(self.cpus_per_actor * self.actor_concurrency)))
+        env = {"RLVR_SANDBOX_WORKERS": share, "RLVR_SYMBOLIC_WORKERS": share}
+        env.update({str(k): str(v) for k, v in self.env.items()})
+        return env
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -371,27 +385,36 @@ class _Feed:
     Verifiers take turns (a mixed batch keeps every actor busy with a mix, not all math then all code),
     and calls shrink toward the end (guided self-scheduling: at most remaining / slots items, never more
     than `items_per_call`), so the last calls finish together instead of one actor carrying the tail.
+    Items can be added while the batch runs (`add`); `take(unscreened)` counts items that may still come.
     """
 
     def __init__(self, names: Sequence[str], indices: Sequence[int], items_per_call: int, slots: int) -> None:
         self._queues: dict[str, deque[int]] = {}
-        for i in indices:
-            self._queues.setdefault(names[i], deque()).append(i)
-        self._order = deque(self._queues)
-        self._left = len(indices)
+        self._order: deque[str] = deque()
+        self._queued = 0
         self._max, self._slots = items_per_call, max(1, slots)
+        for i in indices:
+            self.add(names[i], i)
+
+    def add(self, name: str, index: int) -> None:
+        if name not in self._queues:
+            self._queues[name] = deque()
+            self._order.append(name)
+        self._queues[name].append(index)
+        self._queued += 1
 
     def __bool__(self) -> bool:
-        return self._left > 0
+        return self._queued > 0
 
-    def take(self) -> _Work:
+    def take(self, unscreened: int = 0) -> _Work:
         while not self._queues[self._order[0]]:
-            self._order.popleft()
+            self._order.rotate(-1)
         name = self._order[0]
         self._order.rotate(-1)
         queue = self._queues[name]
-        size = min(len(queue), self._max, max(1, -(-self._left // self._slots)))
-        self._left -= size
+        left = self._queued + unscreened
+        size = min(len(queue), self._max, max(1, -(-left // self._slots)))
+        self._queued -= size
         return _Work(name, [queue.popleft() for _ in range(size)])
 
 
@@ -445,8 +468,7 @@ class VerifierPool:
             opts["namespace"] = cfg.namespace
         if cfg.resource_name:
             opts["resources"] = {cfg.resource_name: cfg.resource_per_actor}
-        if cfg.env:
-            opts["runtime_env"] = {"env_vars": {str(k): str(v) for k, v in cfg.env.items()}}
+        opts["runtime_env"] = {"env_vars": cfg.actor_env()}
         return opts
 
     def _create(self, slot: _Slot) -> None:
@@ -600,11 +622,34 @@ class VerifierPool:
 
         suspects: deque[_Work] = deque()  # single items that were on a dying actor: each runs alone, first
         pending: deque[_Work] = deque()  # work to resend unpunished (other calls of a wedged actor)
-        todo = range(len(items))
-        if cfg.quick_in_caller:
-            todo = _decide_quickly(names, items, verdicts, latencies, metrics)
-        fresh = _Feed(names, todo, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
+        # Items whose verifier has a quick check are screened in this process while the actors work
+        # (a slice at a time, between dispatches); the rest go to the feed at once.
+        checks = {name: _quick_check(name) for name in metrics} if cfg.quick_in_caller else {}
+        unscreened = deque(i for i in range(len(items)) if checks.get(names[i]) is not None)
+        fresh = _Feed(
+            names,
+            [i for i in range(len(items)) if checks.get(names[i]) is None],
+            cfg.items_per_call,
+            cfg.num_actors * cfg.max_in_flight_per_actor,
+        )
         in_flight: dict[Any, _Call] = {}
+
+        def screen(slice_s: float) -> None:
+            until = time.monotonic() + slice_s
+            while unscreened:
+                i = unscreened.popleft()
+                began = time.monotonic()
+                try:
+                    verdict = checks[names[i]](items[i])
+                except Exception:  # noqa: BLE001 - a quick check that fails leaves the item to an actor
+                    verdict = None
+                if isinstance(verdict, Verdict):
+                    verdicts[i], latencies[i] = verdict, time.monotonic() - began
+                    metrics[names[i]].quick += 1
+                else:
+                    fresh.add(names[i], i)
+                if time.monotonic() >= until:
+                    return
 
         def settle(work: _Work, status: str, detail: str, latency: float | None) -> None:
             for i in work.indices:
@@ -630,10 +675,12 @@ class VerifierPool:
                     call.slot.alone = False
                 self._lock.notify_all()
 
-        while suspects or pending or fresh or in_flight:
+        while unscreened or suspects or pending or fresh or in_flight:
             now = time.monotonic()
             if now >= batch_deadline:
                 break
+            if unscreened:
+                screen(_SCREEN_SLICE_S)
             # Dispatch as much as backpressure allows: suspects first, each to an idle actor; while one
             # waits for an idle actor, nothing else is sent (so the busy actors drain).
             self._revive()
@@ -641,7 +688,13 @@ class VerifierPool:
                 slot = self._free_slot(idle=bool(suspects))
                 if slot is None:
                     break
-                work = suspects.popleft() if suspects else pending.popleft() if pending else fresh.take()
+                work = (
+                    suspects.popleft()
+                    if suspects
+                    else pending.popleft()
+                    if pending
+                    else fresh.take(len(unscreened))
+                )
                 with self._lock:
                     handle = slot.handle
                     slot.alone = work.alone
@@ -658,13 +711,16 @@ class VerifierPool:
                 next_deadline = min(min(c.deadline for c in in_flight.values()), batch_deadline)
                 waiting = suspects or pending or fresh
                 wait_s = max(0.0, min(next_deadline - time.monotonic(), 0.5 if waiting else 1e9))
+                if unscreened:
+                    wait_s = 0.0  # collect what is done, then screen the next slice
                 refs = list(in_flight)
                 ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
                 if ready:  # collect everything else already done, without waiting
                     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             else:
-                with self._lock:
-                    self._lock.wait(timeout=min(0.05, max(0.0, batch_deadline - time.monotonic())))
+                if not unscreened:
+                    with self._lock:
+                        self._lock.wait(timeout=min(0.05, max(0.0, batch_deadline - time.monotonic())))
                 continue
             done_at = time.monotonic()
             for ref in ready:
@@ -736,6 +792,7 @@ class VerifierPool:
             self._mark_dead(call.slot, call.handle, kill=True)
         while fresh:
             pending.append(fresh.take())
+        pending.extend(_Work(names[i], [i]) for i in unscreened)
         for work in (*suspects, *pending):
             settle(work, TIMEOUT, f"batch deadline {cfg.batch_timeout_s:g}s reached before it ran", None)
 
@@ -808,33 +865,6 @@ def _quick_check(name: str) -> Any:
     except Exception:  # noqa: BLE001 - cannot load it here: the actors decide everything
         return None
     return quick if callable(quick) else None
-
-
-def _decide_quickly(
-    names: list[str],
-    items: list[Item],
-    verdicts: list[Verdict | None],
-    latencies: list[float | None],
-    metrics: dict[str, VerifierMetrics],
-) -> list[int]:
-    """Settle the items a verifier's `quick` decides in this process; the indices left for actors."""
-    checks = {name: _quick_check(name) for name in metrics}
-    left = []
-    for i, (name, item) in enumerate(zip(names, items, strict=True)):
-        check = checks[name]
-        verdict = None
-        if check is not None:
-            began = time.monotonic()
-            try:
-                verdict = check(item)
-            except Exception:  # noqa: BLE001 - a quick check that fails leaves the item to an actor
-                verdict = None
-        if isinstance(verdict, Verdict):
-            verdicts[i], latencies[i] = verdict, time.monotonic() - began
-            metrics[name].quick += 1
-        else:
-            left.append(i)
-    return left
 
 
 def _finished_ok(refs: list[Any], wait_s: float) -> set[Any]:
