@@ -470,6 +470,23 @@ def test_warm_up_starts_every_sympy_worker_before_the_first_item() -> None:
     assert len(live) == pool._max >= 2
 
 
+@pytest.mark.parametrize("value,expected", [("3", "3"), ("", "default"), ("0", "error"), ("two", "error")])
+def test_symbolic_worker_count_follows_its_environment_variable(value, expected) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, RLVR_SYMBOLIC_WORKERS=value)
+    code = "from rlvr_verifiers import _symbolic; print(_symbolic.SymbolicPool()._max)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    if expected == "error":
+        assert done.returncode != 0 and "RLVR_SYMBOLIC_WORKERS" in done.stderr
+    elif expected == "default":
+        assert int(done.stdout) == max(2, os.cpu_count() or 2)
+    else:
+        assert done.stdout.strip() == expected
+
+
 QUICK_CASES = (
     FRACTIONS_DECIMALS
     + UNITS

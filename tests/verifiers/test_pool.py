@@ -45,6 +45,18 @@ def test_every_config_field_has_help_text():
     assert all(f.metadata.get("help") for f in fields(PoolConfig))
 
 
+def test_each_actor_gets_worker_processes_for_its_cpu_share_not_for_the_whole_node():
+    assert PoolConfig(cpus_per_actor=1).actor_env() == {
+        "RLVR_SANDBOX_WORKERS": "1",
+        "RLVR_SYMBOLIC_WORKERS": "1",
+    }
+    assert PoolConfig(cpus_per_actor=4).actor_env()["RLVR_SANDBOX_WORKERS"] == "4"
+    assert PoolConfig(cpus_per_actor=0.5, actor_concurrency=3).actor_env()["RLVR_SYMBOLIC_WORKERS"] == "2"
+    assert PoolConfig(cpus_per_actor=0).actor_env()["RLVR_SANDBOX_WORKERS"] == "1"  # never zero workers
+    mine = PoolConfig(env={"RLVR_SANDBOX_WORKERS": "6", "X": "1"}).actor_env()
+    assert mine["RLVR_SANDBOX_WORKERS"] == "6" and mine["X"] == "1"  # the user's env wins
+
+
 def test_percentile_is_nearest_rank():
     values = [float(v) for v in range(1, 101)]
     assert _percentile(values, 50) == 50.0

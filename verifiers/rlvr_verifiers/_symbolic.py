@@ -30,9 +30,20 @@ from typing import Any
 _START_TIMEOUT_S = 60.0
 # Address-space limit of a worker process (sympy on adversarial input can eat memory).
 _MEMORY_LIMIT = 4 << 30
+
+
 # Workers kept at most (each is one process importing sympy, ~100 MB): one per core, at least 2, unless
 # RLVR_SYMBOLIC_WORKERS says otherwise (the verifier pool sets it to each actor's CPU share).
-_MAX_WORKERS = int(os.environ.get("RLVR_SYMBOLIC_WORKERS") or 0) or max(2, os.cpu_count() or 2)
+def _max_workers() -> int:
+    raw = os.environ.get("RLVR_SYMBOLIC_WORKERS", "").strip()
+    if not raw:
+        return max(2, os.cpu_count() or 2)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"RLVR_SYMBOLIC_WORKERS={raw!r}: give a whole number >= 1 (sympy worker processes)")
+    return int(raw)
+
+
+_MAX_WORKERS = _max_workers()
 # How many symbolic time bounds a request may wait for a busy pool before it gives up (-> timeout).
 _WAIT_FACTOR = 10
 
