@@ -69,17 +69,6 @@ def tree_cpu_s(root: int) -> collections.Counter:
     return out
 
 
-def tuning(items_per_call: int | None, actor_concurrency: int | None) -> dict:
-    """PoolConfig overrides for the two knobs; None keeps the pool's own default."""
-    out: dict = {}
-    if items_per_call is not None:
-        out["items_per_call"] = items_per_call
-    if actor_concurrency is not None:
-        out["actor_concurrency"] = actor_concurrency
-        out["max_in_flight_per_actor"] = max(2, actor_concurrency)
-    return out
-
-
 def measure(fn) -> tuple[float, collections.Counter]:
     before = tree_cpu_s(os.getpid())
     t = time.perf_counter()
@@ -93,22 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1024, help="responses in the mixed batch")
     parser.add_argument("--repeats", type=int, default=3, help="rounds (medians reported)")
-    parser.add_argument(
-        "--items-per-call", type=int, default=None, help="pool items per actor call (default: PoolConfig's)"
-    )
-    parser.add_argument(
-        "--actor-concurrency",
-        type=int,
-        default=None,
-        help="calls one actor runs at once (default: PoolConfig's)",
-    )
+    bench = _verifiers_bench()
+    bench.add_tuning_args(parser)
     args = parser.parse_args(argv)
 
     import ray
 
     from rlvr_verifiers.pool import PoolConfig, VerifierPool
 
-    bench = _verifiers_bench()
     rng = random.Random(1234)
     n_code = args.n // 4
     items = bench.math_items(args.n - n_code, rng) + bench.code_items(n_code, rng)
@@ -133,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 num_actors=2,
                 cpus_per_actor=min(1.0, cores / 2),
                 preload=("math", "code"),
-                **tuning(args.items_per_call, args.actor_concurrency),
+                **bench.tuning(args.items_per_call, args.actor_concurrency),
             )
         )
         serial = bench.serial_verifiers(strict=True)

@@ -138,6 +138,29 @@ def serial_verifiers(strict: bool) -> dict[str, Any]:
     return verifiers
 
 
+def add_tuning_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--items-per-call", type=int, default=None, help="pool items per actor call (default: PoolConfig's)"
+    )
+    parser.add_argument(
+        "--actor-concurrency",
+        type=int,
+        default=None,
+        help="calls one actor runs at once (default: PoolConfig's)",
+    )
+
+
+def tuning(items_per_call: int | None, actor_concurrency: int | None) -> dict[str, int]:
+    """PoolConfig overrides for the two knobs; None keeps the pool's own default (what users get)."""
+    out: dict[str, int] = {}
+    if items_per_call is not None:
+        out["items_per_call"] = items_per_call
+    if actor_concurrency is not None:
+        out["actor_concurrency"] = actor_concurrency
+        out["max_in_flight_per_actor"] = max(2, actor_concurrency)
+    return out
+
+
 def bench_pool(
     n: int,
     actors: int,
@@ -158,12 +181,6 @@ def bench_pool(
     rng.shuffle(order)  # mixed, as a training batch is
     items, names = [items[i] for i in order], [names[i] for i in order]
 
-    tuning: dict[str, int] = {}  # None: the pool's own defaults, what users get
-    if items_per_call is not None:
-        tuning["items_per_call"] = items_per_call
-    if actor_concurrency is not None:
-        tuning["actor_concurrency"] = actor_concurrency
-        tuning["max_in_flight_per_actor"] = max(2, actor_concurrency)
     temp_dir = tempfile.mkdtemp(prefix="rlvr-bench-", dir="/tmp")
     ray.init(
         num_cpus=os.cpu_count() or 2,
@@ -181,7 +198,7 @@ def bench_pool(
                 num_actors=actors,
                 cpus_per_actor=min(1.0, (os.cpu_count() or 2) / actors),  # more actors than cores: share
                 preload=preload,
-                **tuning,
+                **tuning(items_per_call, actor_concurrency),
             )
         )
         # Warm every side alike (a training run is long-lived): sandbox workers forked, sympy workers
@@ -264,15 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--actors", type=int, default=2, help="pool actors")
     parser.add_argument("--code-fraction", type=float, default=0.25, help="share of code responses")
-    parser.add_argument(
-        "--items-per-call", type=int, default=None, help="pool items per actor call (default: PoolConfig's)"
-    )
-    parser.add_argument(
-        "--actor-concurrency",
-        type=int,
-        default=None,
-        help="calls one actor runs at once (default: PoolConfig's)",
-    )
+    add_tuning_args(parser)
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument("--only", choices=("pool", "math", "sandbox"), default=None, help="run one figure")
     args = parser.parse_args(argv)

@@ -5,27 +5,15 @@ runs for real in the sandbox; none may earn any score."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
-import tempfile
 import textwrap
 
 import pytest
 
 from rlvr_verifiers.base import OK, Item
-from rlvr_verifiers.code import CodeConfig, CodeVerifier
-from rlvr_verifiers.sandbox import Job, SandboxConfig
+from rlvr_verifiers.sandbox import Job
 
-
-@pytest.fixture(scope="module")
-def verifier():
-    work_dir = tempfile.mkdtemp(prefix="rlvr-hack-test-", dir="/tmp")
-    os.chmod(work_dir, 0o755)
-    v = CodeVerifier(CodeConfig(timeout_per_test_s=3.0), SandboxConfig(workers=2, work_dir=work_dir))
-    yield v
-    v.close()
-    shutil.rmtree(work_dir, ignore_errors=True)
+# `verifier`: the code verifier fixture in tests/verifiers/conftest.py
 
 
 def fenced(code: str) -> str:

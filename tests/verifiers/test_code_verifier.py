@@ -4,10 +4,7 @@ partial credit, and pathological programs finishing within their bound (real san
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 import time
 
 import pytest
@@ -17,7 +14,6 @@ from hypothesis import strategies as st
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
 from rlvr_verifiers.code import (
-    CodeConfig,
     CodeVerifier,
     InvalidTests,
     extract_code,
@@ -27,15 +23,7 @@ from rlvr_verifiers.code import (
 )
 from rlvr_verifiers.sandbox import SandboxConfig
 
-
-@pytest.fixture(scope="module")
-def verifier():
-    work_dir = tempfile.mkdtemp(prefix="rlvr-code-test-", dir="/tmp")
-    os.chmod(work_dir, 0o755)
-    v = CodeVerifier(CodeConfig(timeout_per_test_s=3.0), SandboxConfig(workers=2, work_dir=work_dir))
-    yield v
-    v.close()
-    shutil.rmtree(work_dir, ignore_errors=True)
+# `verifier`: the code verifier fixture in tests/verifiers/conftest.py
 
 
 def fenced(code: str) -> str:

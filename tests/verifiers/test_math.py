@@ -193,8 +193,7 @@ EQUATIONS_CHOICES_TEXT = [
 ]
 
 
-@pytest.mark.parametrize(
-    "answer,reference,equal",
+CATEGORIES = (
     FRACTIONS_DECIMALS
     + UNITS
     + PERCENTS
@@ -204,8 +203,11 @@ EQUATIONS_CHOICES_TEXT = [
     + THOUSANDS
     + NEGATIVES
     + SYMBOLIC
-    + EQUATIONS_CHOICES_TEXT,
+    + EQUATIONS_CHOICES_TEXT
 )
+
+
+@pytest.mark.parametrize("answer,reference,equal", CATEGORIES)
 def test_equivalence_categories_accept_right_and_reject_wrong(
     answer: str, reference: str, equal: bool
 ) -> None:
@@ -487,23 +489,9 @@ def test_symbolic_worker_count_follows_its_environment_variable(value, expected)
         assert done.stdout.strip() == expected
 
 
-QUICK_CASES = (
-    FRACTIONS_DECIMALS
-    + UNITS
-    + PERCENTS
-    + INTERVALS
-    + SETS
-    + TUPLES
-    + THOUSANDS
-    + NEGATIVES
-    + SYMBOLIC
-    + EQUATIONS_CHOICES_TEXT
-)
-
-
 def test_quick_returns_exactly_what_verify_returns_wherever_it_decides() -> None:
     """The pool trusts `quick` in the trainer's process: a quick verdict must be the full verdict."""
-    items = [Item(rf"so the answer is \boxed{{{a}}}", ref) for a, ref, _ in QUICK_CASES]
+    items = [Item(rf"so the answer is \boxed{{{a}}}", ref) for a, ref, _ in CATEGORIES]
     items += [Item(r, ref) for r, ref, _ in BOXED] + [Item(r, ref) for r, ref in PATHOLOGICAL]
     items += [Item("no answer at all", "3"), Item(r"\boxed{3", "3"), Item(r"\boxed{3}", None)]
     decided = 0
