@@ -143,7 +143,11 @@ class PoolConfig:
         },
     )
     max_retries: int = field(
-        default=2, metadata={"help": "Resubmissions of an item after its actor died, then `sandbox_error`."}
+        default=2,
+        metadata={
+            "help": "Actor deaths an item may cause while running alone and still be retried; the next one "
+            "gives it `sandbox_error` (deaths it merely shared with other calls never count)."
+        },
     )
     call_overhead_s: float = field(
         default=1.0, metadata={"help": "Slack added to every call's deadline for transport and scheduling."}
@@ -314,7 +318,7 @@ class VerifierMetrics:
     statuses: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
     score_sum: float = 0.0
     latencies_s: list[float] = field(default_factory=list, repr=False)
-    retries: int = 0  # chunk resubmissions after an actor died or wedged
+    retries: int = 0  # resubmissions (each item alone) after an actor died or wedged
     calls: int = 0  # actor calls made (items / calls = the batching actually achieved)
     quick: int = 0  # items decided in the caller's process (never shipped)
 
