@@ -520,6 +520,23 @@ def test_quick_never_asks_sympy_and_leaves_symbolic_cases_to_the_pool(
         assert (quick.status == "ok") is equal
 
 
+QUICK_ADVERSARIAL = PATHOLOGICAL + [
+    (r"\boxed{(x+1)^{50}(x-1)^{50}}", r"(x^2-1)^{50}"),
+    (r"\boxed{(1+\sqrt2)^{9999}}", "1"),
+    (r"\boxed{(\sqrt2+\sqrt3+\sqrt5+\sqrt7)^{40}}", "1"),
+    (r"\boxed{(a+b+c+d+e)^{30}}", "1"),
+]
+
+
+@pytest.mark.parametrize("response,reference", QUICK_ADVERSARIAL)
+def test_quick_is_bounded_on_adversarial_inputs_because_it_runs_in_the_trainer(response, reference) -> None:
+    # The exact path's operation budget bounds it (~40 ms worst here, quiet); no actor timeout backs it.
+    start = time.monotonic()
+    quick = MATH.quick(Item(response, reference))
+    assert time.monotonic() - start < 2.0, quick
+    assert quick is None or quick.status in ("ok", "wrong")
+
+
 def test_quick_declines_long_inputs_and_pathological_ones_stay_unpaid() -> None:
     from rlvr_verifiers.math import QUICK_MAX_ANSWER_CHARS, QUICK_MAX_RESPONSE_CHARS
 
