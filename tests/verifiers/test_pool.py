@@ -45,7 +45,9 @@ def test_every_config_field_has_help_text():
     assert all(f.metadata.get("help") for f in fields(PoolConfig))
 
 
-def test_each_actor_gets_worker_processes_for_its_cpu_share_not_for_the_whole_node():
+def test_each_actor_gets_worker_processes_for_its_cpu_share_not_for_the_whole_node(monkeypatch):
+    monkeypatch.delenv("RLVR_SANDBOX_WORKERS", raising=False)
+    monkeypatch.delenv("RLVR_SYMBOLIC_WORKERS", raising=False)
     assert PoolConfig(cpus_per_actor=1).actor_env() == {
         "RLVR_SANDBOX_WORKERS": "1",
         "RLVR_SYMBOLIC_WORKERS": "1",
@@ -55,6 +57,9 @@ def test_each_actor_gets_worker_processes_for_its_cpu_share_not_for_the_whole_no
     assert PoolConfig(cpus_per_actor=0).actor_env()["RLVR_SANDBOX_WORKERS"] == "1"  # never zero workers
     mine = PoolConfig(env={"RLVR_SANDBOX_WORKERS": "6", "X": "1"}).actor_env()
     assert mine["RLVR_SANDBOX_WORKERS"] == "6" and mine["X"] == "1"  # the user's env wins
+    monkeypatch.setenv("RLVR_SANDBOX_WORKERS", "3")  # set for the job or the command: honoured
+    assert PoolConfig(cpus_per_actor=1).actor_env()["RLVR_SANDBOX_WORKERS"] == "3"
+    assert PoolConfig(env={"RLVR_SANDBOX_WORKERS": "5"}).actor_env()["RLVR_SANDBOX_WORKERS"] == "5"
 
 
 def test_percentile_is_nearest_rank():

@@ -222,11 +222,14 @@ class PoolConfig:
 
     def actor_env(self) -> dict[str, str]:
         """Each actor's environment: its sandbox and sympy worker processes sized to its CPU share
-        (ceil(cpus_per_actor x actor_concurrency), at least 1), then `env` on top. Left to their own
-        defaults (one per core of the node), every actor would start a full set, and N actors on N cores
-        would run N^2 worker processes that fight for the same cores."""
+        (ceil(cpus_per_actor x actor_concurrency), at least 1); the same variables set in this process
+        (a job's env_vars, `RLVR_SANDBOX_WORKERS=4 rlvr score ...`) override that, and `env` overrides
+        both. Left to their own defaults (one per core of the node), every actor would start a full set,
+        and N actors on N cores would run N^2 worker processes that fight for the same cores."""
         share = str(max(1, math.ceil(self.cpus_per_actor * self.actor_concurrency)))
-        env = {"RLVR_SANDBOX_WORKERS": share, "RLVR_SYMBOLIC_WORKERS": share}
+        env = {
+            name: os.environ.get(name) or share for name in ("RLVR_SANDBOX_WORKERS", "RLVR_SYMBOLIC_WORKERS")
+        }
         env.update({str(k): str(v) for k, v in self.env.items()})
         return env
 
