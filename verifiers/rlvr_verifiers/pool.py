@@ -632,13 +632,11 @@ class VerifierPool:
         # Items whose verifier has a quick check are screened in this process while the actors work
         # (a slice at a time, between dispatches); the rest go to the feed at once.
         checks = {name: _quick_check(name) for name in metrics} if cfg.quick_in_caller else {}
-        unscreened = deque(i for i in range(len(items)) if checks.get(names[i]) is not None)
-        fresh = _Feed(
-            names,
-            [i for i in range(len(items)) if checks.get(names[i]) is None],
-            cfg.items_per_call,
-            cfg.num_actors * cfg.max_in_flight_per_actor,
-        )
+        unscreened: deque[int] = deque()
+        shipped_now: list[int] = []
+        for i, name in enumerate(names):
+            (unscreened if checks.get(name) is not None else shipped_now).append(i)
+        fresh = _Feed(names, shipped_now, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
         in_flight: dict[Any, _Call] = {}
 
         def screen(slice_s: float) -> None:
