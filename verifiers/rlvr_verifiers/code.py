@@ -4,8 +4,9 @@
     verdicts = registry.get("code").verify_batch([Item(response, ground_truth=tests), ...])
 
 Solution: the last ```python (or ```py / ```python3) fenced block of the response, else the last untagged
-fenced block, else the whole response when it has no fence at all.  Text up to a closing `</think>` is
-reasoning and is skipped.  No code (empty, or only fences of other languages) is `parse_error`.
+fenced block, else the whole response when it has no fence at all, all read in the answer region only
+(`rlvr_verifiers.reasoning`: text up to the last `</think>` is reasoning and is skipped; an unclosed
+reasoning block is `parse_error`).  No code (empty, or only fences of other languages) is `parse_error`.
 
 Tests (`Item.ground_truth`: a dict or its JSON string), compatible with APPS / TACO / LiveCodeBench:
 - stdin/stdout: `{"inputs": [str, ...], "outputs": [str, ...]}`; an input or output may also be a list of
@@ -53,6 +54,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 from rlvr_verifiers.sandbox import Job, RunResult, Sandbox, SandboxConfig, SandboxUnavailable
@@ -88,12 +90,12 @@ _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 
 def extract_code(response: str) -> str | None:
     """The solution in a response (see the module docstring), or None when there is none."""
-    return _extract(response)[0]
+    region = reasoning.split(response, reasoning.default_tags()).answer
+    return None if region is None else _extract(region)[0]
 
 
-def _extract(response: str) -> tuple[str | None, bool]:
-    """(solution or None, whether it came from a fenced block)."""
-    text = response.rsplit("</think>", 1)[1] if "</think>" in response else response
+def _extract(text: str) -> tuple[str | None, bool]:
+    """(solution or None, whether it came from a fenced block) in an answer region."""
     blocks = _FENCE.findall(text)
     python = [body for tag, body in blocks if tag.lower() in _PYTHON_TAGS]
     untagged = [body for tag, body in blocks if not tag]
@@ -433,7 +435,11 @@ class CodeVerifier(Verifier):
             except (InvalidTests, TypeError, ValueError) as e:
                 verdicts[index] = Verdict(0.0, INVALID_INPUT, str(e)[:200])
                 continue
-            source, fenced = _extract(item.response if isinstance(item.response, str) else "")
+            region = reasoning.answer_region(item)  # never read inside the reasoning block (reasoning.py)
+            if isinstance(region, Verdict):
+                verdicts[index] = region
+                continue
+            source, fenced = _extract(region)
             if source is None:
                 verdicts[index] = Verdict(0.0, PARSE_ERROR, "no Python code in the response")
                 continue

@@ -4,7 +4,8 @@ Ground truth: `{"target": int, "numbers": [int, ...]}` or that object as a JSON 
 `"use_all": true` requires every given number to be used exactly once (default: each AT MOST once).
 `item.extra["use_all"]` overrides it.
 
-Which expression is checked
+Which expression is checked (only in the answer region, `rlvr_verifiers.reasoning`: after the last
+`</think>`; an unclosed reasoning block is `parse_error`)
 - The content of the LAST `<answer>...</answer>` block when the response has one;
 - else the last non-empty line that looks like an arithmetic expression (digits, spaces, `+ - * / ( )`,
   `×` `÷`, optionally `$...$`, and optionally a trailing `= N` which is dropped: the VALUE of the
@@ -30,6 +31,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
+from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 
@@ -149,7 +151,10 @@ class CountdownVerifier(Verifier):
             return Verdict(0.0, INVALID_INPUT, "response must be a string")
         if item.extra and "use_all" in item.extra:
             use_all = bool(item.extra["use_all"])
-        expression = extract_expression(item.response)
+        region = reasoning.answer_region(item)  # never read inside the reasoning block (reasoning.py)
+        if isinstance(region, Verdict):
+            return region
+        expression = extract_expression(region)
         if expression is None:
             return Verdict(0.0, PARSE_ERROR, "no expression found (expected <answer>...</answer>)")
         return check(expression, target, numbers, use_all)

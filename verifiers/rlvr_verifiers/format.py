@@ -1,9 +1,13 @@
 """The `format` verifier: the DeepSeek-R1 reasoning format, plus a language-consistency metric.
 
-Format rule (score 1.0 / `ok`, else 0.0 / `wrong` with the reason):
+Format rule (score 1.0 / `ok`, else 0.0 / `wrong` with the reason), with the item's reasoning tags
+(`rlvr_verifiers.reasoning`: `<think>`/`</think>` by default, `item.extra["reasoning_tags"]`):
 - the response (leading whitespace ignored) starts with `<think>`;
-- it holds exactly one `<think>` and exactly one `</think>`, in that order (no stray or nested tags);
+- it holds exactly one `<think>` and exactly one `</think>`, spelled exactly so, in that order (no stray,
+  nested or variant-spelled tags such as `<THINK>`);
 - after `</think>` comes a non-empty answer (some non-whitespace text).
+A reasoning block that never closes (no answer region under the shared rule) is `parse_error`,
+"unclosed reasoning block"; reasoning tags switched off are `invalid_input` (nothing to check).
 If the chat template already put `<think>` into the prompt, set `item.extra["think_prefilled"] = True`
 (or ground truth `{"think_prefilled": true}`): the response is then read as if it began with `<think>`.
 
@@ -25,7 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rlvr_verifiers.base import INVALID_INPUT, OK, WRONG, Item, Verdict
+from rlvr_verifiers import reasoning
+from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 
 _SCRIPTS = {
@@ -86,7 +91,6 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 }
 _LETTER_RE = re.compile(r"[^\W\d_]")
 _LATEX_CMD_RE = re.compile(r"\\[A-Za-z]+")
-_TAG_RE = re.compile(r"</?think>")
 
 
 def _script_re(language: str) -> re.Pattern[str]:
@@ -106,22 +110,25 @@ def language_consistency(text: str, language: str = "en") -> float:
     return len(_SCRIPT_RES[language].findall(text)) / letters
 
 
-def check_format(response: str) -> tuple[bool, str, str]:
-    """(ok, reason, reasoning text) for the R1 format."""
+def check_format(response: str, tags: reasoning.Tags | None = None) -> tuple[bool, str, str]:
+    """(ok, reason, reasoning text) for the R1 format with `tags` (default `<think>`/`</think>`)."""
+    tags = tags or reasoning.default_tags()
     body = response.lstrip()
-    if not body.startswith("<think>"):
-        return False, "response does not start with <think>", ""
-    tags = _TAG_RE.findall(body)
-    if tags != ["<think>", "</think>"]:
-        return False, f"expected exactly one <think>...</think> block, found tags {tags[:6]}", ""
-    close = body.index("</think>")
-    reasoning = body[len("<think>") : close]
-    answer = body[close + len("</think>") :]
+    if not body.startswith(tags.open):
+        return False, f"response does not start with {tags.open}", ""
+    # Variant spellings (`<THINK>`, `</ think>`) count as tags too: the accuracy verifiers honour them.
+    found = reasoning.find_tags(body, tags)
+    if [(kind, m.group()) for kind, m in found] != [("open", tags.open), ("close", tags.close)]:
+        shown = [m.group() for _, m in found[:6]]
+        return False, f"expected exactly one {tags.open}...{tags.close} block, found tags {shown}", ""
+    close = found[1][1]
+    reasoning_text = body[len(tags.open) : close.start()]
+    answer = body[close.end() :]
     if not answer.strip():
-        return False, "no answer after </think>", reasoning
-    if not reasoning.strip():
-        return False, "empty <think> block", reasoning
-    return True, "R1 format", reasoning
+        return False, f"no answer after {tags.close}", reasoning_text
+    if not reasoning_text.strip():
+        return False, f"empty {tags.open} block", reasoning_text
+    return True, "R1 format", reasoning_text
 
 
 @register("format")
@@ -140,13 +147,30 @@ class FormatVerifier(Verifier):
             )
         if not isinstance(item.response, str):
             return Verdict(0.0, INVALID_INPUT, "response must be a string")
-        response = item.response
-        if extra.get("think_prefilled", gt.get("think_prefilled", False)):
-            response = "<think>" + response
-        ok, reason, reasoning = check_format(response)
-        metrics = {
-            "format_ok": float(ok),
-            "language_consistency": language_consistency(reasoning, language) if ok else 0.0,
-            "think_chars": float(len(reasoning)),
-        }
-        return Verdict(1.0 if ok else 0.0, OK if ok else WRONG, reason, metrics)
+        try:
+            tags, prefilled = reasoning.item_settings(item)
+        except ValueError as exc:
+            return Verdict(0.0, INVALID_INPUT, str(exc)[:200])
+        if tags is None:
+            return Verdict(
+                0.0,
+                INVALID_INPUT,
+                "reasoning tags are off, so there is no reasoning format to check: set reasoning_tags "
+                "or leave the format verifier out of this task",
+            )
+        response = tags.open + item.response if prefilled else item.response
+        if reasoning.split(response, tags).answer is None:  # the shared rule: no answer region
+            detail = reasoning.unclosed_detail(tags, prefilled, item.response)
+            return Verdict(0.0, PARSE_ERROR, detail, _metrics(False, "", language))
+        ok, reason, reasoning_text = check_format(response, tags)
+        return Verdict(
+            1.0 if ok else 0.0, OK if ok else WRONG, reason, _metrics(ok, reasoning_text, language)
+        )
+
+
+def _metrics(ok: bool, reasoning_text: str, language: str) -> dict[str, float]:
+    return {
+        "format_ok": float(ok),
+        "language_consistency": language_consistency(reasoning_text, language) if ok else 0.0,
+        "think_chars": float(len(reasoning_text)),
+    }

@@ -90,6 +90,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import OK, PARSE_ERROR, TIMEOUT, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 
@@ -1455,8 +1456,11 @@ class MathVerifier(Verifier):
             return Verdict(
                 0.0, INVALID_INPUT, f"response must be a string, got {type(item.response).__name__}"
             )
+        region = reasoning.answer_region(item)  # never read inside the reasoning block (reasoning.py)
+        if isinstance(region, Verdict):
+            return region
         try:
-            answer = extract_answer(item.response)
+            answer = extract_answer(region)
         except Unclosed:
             return Verdict(0.0, PARSE_ERROR, "last \\boxed{ is never closed")
         if answer is None or not answer.strip():

@@ -5,7 +5,9 @@ where a tool is an OpenAI-style definition, `{"type": "function", "function": {"
 "parameters": <JSON schema>}}` or the bare `{"name", "parameters"}`, and a call is
 `{"name": str, "arguments": {...}}`. `"expected": []` means "no tool call is expected".
 
-Parsing the response (first form that is present wins):
+Parsing the response's answer region (`rlvr_verifiers.reasoning`: after the last `</think>`, so a call
+written inside the reasoning is never paid; an unclosed reasoning block is `parse_error`), first form
+that is present wins:
 1. `<tool_call>{...}</tool_call>` blocks (Qwen / Hermes), one call per block;
 2. `[TOOL_CALLS]` (Mistral): a JSON list/object after it, or `[TOOL_CALLS]name[ARGS]{...}` repeated;
 3. `<|python_tag|>` (Llama 3.x): JSON objects after it, separated by `;` or newlines;
@@ -34,6 +36,7 @@ from typing import Any
 
 import jsonschema
 
+from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 
@@ -207,8 +210,11 @@ class ToolCallVerifier(Verifier):
             return Verdict(0.0, INVALID_INPUT, str(exc))
         if not isinstance(item.response, str):
             return Verdict(0.0, INVALID_INPUT, "response must be a string")
+        region = reasoning.answer_region(item)  # never read inside the reasoning block (reasoning.py)
+        if isinstance(region, Verdict):
+            return region
         try:
-            calls = parse_calls(item.response)
+            calls = parse_calls(region)
         except _ParseError as exc:
             return Verdict(0.0, PARSE_ERROR, str(exc))
         metrics = {"calls": float(len(calls))}
