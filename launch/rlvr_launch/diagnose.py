@@ -191,6 +191,8 @@ def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
             out[f"rlvr/{verifier}/count"] = float(n)
             out[f"rlvr/{verifier}/pass_rate"] = sum(s == "ok" for s in statuses) / n
             out[f"rlvr/{verifier}/parse_failures"] = float(sum(s == "parse_error" for s in statuses))
+        # responses whose reasoning block never closes (truncated reasoning): no answer region, never paid
+        out["rlvr/no_answer_region"] = float(sum(float(x.get("rlvr_no_answer_region") or 0.0) for x in lines))
     return out
 
 

@@ -30,12 +30,21 @@ them concurrently; the agent loop streams them as rollouts finish). A per-worker
 the calls that arrive within `micro_batch_wait_ms` (or until `micro_batch_size`), sends them to the
 pool as one batch, and answers each caller; the pool bounds the batch's time, so run_single never hangs.
 
+Reasoning blocks (`rlvr_verifiers.reasoning`): every item carries the task's `reasoning_tags` and
+`think_prefilled` (`reward.reward_kwargs.rlvr`, set by the task recipe), so the verifiers read only the
+answer region after the last closing tag. Where the tokenizer marks a tag as a special token, the
+response is decoded with the tags kept (skipping special tokens would delete them and turn the
+reasoning into answer text).
+
 What comes back per sample (verl's `reward_extra_info`; every sample carries the same keys, as verl
 requires): `acc` (the score), `rlvr_verifier`, `rlvr_status`, `rlvr_latency_ms` (None when never sent), and one 0/1 indicator
 per status (`rlvr_ok`, `rlvr_wrong`, `rlvr_parse_error`, `rlvr_timeout`, `rlvr_sandbox_error`,
-`rlvr_invalid_input`). verl's validation averages the numeric ones per data source; `step_metrics()`
-turns a step's values into per-verifier figures (latency p50/p99, timeouts, parse failures, sandbox
-errors, pass rate) for a trainer-side logger. Each micro-batch's pool metrics are also logged here.
+`rlvr_invalid_input`), and `rlvr_no_answer_region` (1 when the response has no answer region: its
+reasoning block never closes, e.g. cut by max_response_length). verl's validation averages the numeric
+ones per data source and dumps them with each step's rollouts; `step_metrics()` turns a step's values
+into per-verifier figures (latency p50/p99, timeouts, parse failures, sandbox errors, pass rate,
+responses without an answer region) for a trainer-side logger. Each micro-batch's pool metrics and its
+count of responses without an answer region are also logged here.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import registry as verl_registry
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import INVALID_INPUT, STATUSES, Item, Verdict
 from rlvr_verifiers.overlong import OverlongConfig
 from rlvr_verifiers.pool import PoolConfig, VerifierPool, _percentile, get_pool
@@ -90,7 +100,12 @@ ROUTE_TABLE: tuple[tuple[str, str], ...] = (
 )
 JSON_GROUND_TRUTH = frozenset({"code", "countdown", "tool_call"})
 UNROUTED = "unrouted"  # the metrics bucket of samples no verifier was found for
-EXTRA_KEYS = ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms") + tuple(f"rlvr_{s}" for s in STATUSES)
+NO_ANSWER_REGION = "rlvr_no_answer_region"
+EXTRA_KEYS = (
+    ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms")
+    + tuple(f"rlvr_{s}" for s in STATUSES)
+    + (NO_ANSWER_REGION,)
+)
 
 
 @dataclass
@@ -112,6 +127,19 @@ class BridgeConfig:
             "help": "Extra data_source substring -> verifier routes, checked before the built-in table."
         },
     )
+    reasoning_tags: Any = field(
+        default_factory=lambda: list(reasoning.DEFAULT_TAGS),
+        metadata={
+            "help": "[OPEN, CLOSE] reasoning tags: verifiers read only what follows the last CLOSE "
+            "(rlvr_verifiers.reasoning); off (false) reads the whole response."
+        },
+    )
+    think_prefilled: bool = field(
+        default=False,
+        metadata={
+            "help": "The chat template puts OPEN into the prompt: a response without CLOSE has no answer."
+        },
+    )
 
     @classmethod
     def from_verl_config(cls, config: Any) -> BridgeConfig:
@@ -127,7 +155,14 @@ class BridgeConfig:
         PoolConfig.from_mapping(out.pool)  # fail at construction, not at the first reward
         if out.micro_batch_size < 1 or out.micro_batch_wait_ms < 0:
             raise ValueError("reward.reward_kwargs.rlvr: micro_batch_size >= 1 and micro_batch_wait_ms >= 0")
+        out.reasoning_settings()  # fail at construction, not at the first reward
         return out
+
+    def reasoning_settings(self) -> tuple[reasoning.Tags | None, bool]:
+        try:
+            return reasoning.settings(self.reasoning_tags, self.think_prefilled)
+        except ValueError as e:
+            raise ValueError(f"reward.reward_kwargs.rlvr.reasoning_tags/think_prefilled: {e}") from None
 
 
 def _plain(value: Any) -> Any:
@@ -184,7 +219,9 @@ def make_item(verifier: str, response: str, ground_truth: Any, extra: dict | Non
     return Item(response=response, ground_truth=ground_truth, extra=dict(extra or {}))
 
 
-def extra_info_for(verifier: str, verdict: Verdict, latency_s: float | None) -> dict[str, Any]:
+def extra_info_for(
+    verifier: str, verdict: Verdict, latency_s: float | None, no_answer_region: bool = False
+) -> dict[str, Any]:
     info: dict[str, Any] = {
         "acc": float(verdict.score),
         "rlvr_verifier": verifier,
@@ -195,14 +232,44 @@ def extra_info_for(verifier: str, verdict: Verdict, latency_s: float | None) -> 
     }
     for status in STATUSES:
         info[f"rlvr_{status}"] = 1.0 if verdict.status == status else 0.0
+    info[NO_ANSWER_REGION] = 1.0 if no_answer_region else 0.0
     return info
+
+
+def special_tag_ids(tokenizer: Any, tags: reasoning.Tags | None) -> dict[int, str]:
+    """Token id -> tag text for each reasoning tag that the tokenizer encodes as ONE token which
+    `decode(skip_special_tokens=True)` deletes (a tag registered as a special token)."""
+    out: dict[int, str] = {}
+    for tag in (tags.open, tags.close) if tags is not None else ():
+        ids = tokenizer.encode(tag, add_special_tokens=False)
+        if len(ids) == 1 and not tokenizer.decode(ids, skip_special_tokens=True).strip():
+            out[int(ids[0])] = tag
+    return out
+
+
+def decode_response(tokenizer: Any, ids: Sequence[int], keep: dict[int, str]) -> str:
+    """`tokenizer.decode(ids, skip_special_tokens=True)`, except that the tokens in `keep` (reasoning
+    tags registered as special tokens) stay in the text as their tag."""
+    if not keep:
+        return tokenizer.decode(ids, skip_special_tokens=True)
+    parts: list[str] = []
+    segment: list[int] = []
+    for token in ids:
+        if int(token) in keep:
+            parts += [tokenizer.decode(segment, skip_special_tokens=True), keep[int(token)]]
+            segment = []
+        else:
+            segment.append(int(token))
+    parts.append(tokenizer.decode(segment, skip_special_tokens=True))
+    return "".join(parts)
 
 
 def step_metrics(reward_extra_infos: dict[str, Sequence[Any]], prefix: str = "rlvr") -> dict[str, float]:
     """Per-verifier figures for one training step from the per-sample `reward_extra_info` columns.
 
     `{prefix}/{verifier}/{count, pass_rate, mean_score, latency_p50_ms, latency_p99_ms, timeouts,
-    parse_failures, sandbox_errors, invalid_inputs}`; samples without rlvr columns are ignored.
+    parse_failures, sandbox_errors, invalid_inputs, no_answer_region}` and `{prefix}/no_answer_region`
+    (responses of the step whose reasoning block never closes); samples without rlvr columns are ignored.
     """
     verifiers = list(reward_extra_infos.get("rlvr_verifier", []))
     if not verifiers:
@@ -210,7 +277,8 @@ def step_metrics(reward_extra_infos: dict[str, Sequence[Any]], prefix: str = "rl
     statuses = list(reward_extra_infos["rlvr_status"])
     scores = [float(s) for s in reward_extra_infos["acc"]]
     latencies = [None if x is None else float(x) for x in reward_extra_infos["rlvr_latency_ms"]]
-    out: dict[str, float] = {}
+    no_region = [float(x or 0.0) for x in reward_extra_infos.get(NO_ANSWER_REGION, [0.0] * len(verifiers))]
+    out: dict[str, float] = {f"{prefix}/no_answer_region": sum(no_region)}
     for verifier in sorted(set(verifiers)):
         idx = [i for i, v in enumerate(verifiers) if v == verifier]
         n = len(idx)
@@ -228,6 +296,7 @@ def step_metrics(reward_extra_infos: dict[str, Sequence[Any]], prefix: str = "rl
                 f"{base}/parse_failures": float(count["parse_error"]),
                 f"{base}/sandbox_errors": float(count["sandbox_error"]),
                 f"{base}/invalid_inputs": float(count["invalid_input"]),
+                f"{base}/no_answer_region": sum(no_region[i] for i in idx),
             }
         )
     return out
@@ -239,6 +308,7 @@ class _MicroBatcher:
     def __init__(self, config: BridgeConfig) -> None:
         self.config = config
         self._pending: list[tuple[str, Item, asyncio.Future]] = []
+        self._no_region: list[bool] = []  # per pending item: its response has no answer region
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
         # Pool calls block on Ray; they run here, a few at a time (the pool itself bounds their work).
@@ -246,6 +316,8 @@ class _MicroBatcher:
         self._pool: VerifierPool | None = None
         self.batches_sent = 0  # pool calls made (items_sent / batches_sent = the batching achieved)
         self.items_sent = 0
+        self.no_answer_region_sent = 0  # of items_sent: responses whose reasoning block never closes
+        self._warned_no_region = False
         self._pool_lock = threading.Lock()
 
     def pool(self) -> VerifierPool:
@@ -254,10 +326,13 @@ class _MicroBatcher:
                 self._pool = get_pool(PoolConfig.from_mapping(self.config.pool))
             return self._pool
 
-    async def submit(self, verifier: str, item: Item) -> tuple[Verdict, float | None]:
+    async def submit(
+        self, verifier: str, item: Item, no_answer_region: bool = False
+    ) -> tuple[Verdict, float | None]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
         self._pending.append((verifier, item, future))
+        self._no_region.append(no_answer_region)
         if len(self._pending) >= self.config.micro_batch_size:
             self._flush(loop)
         elif self._timer is None:
@@ -269,17 +344,31 @@ class _MicroBatcher:
             self._timer.cancel()
             self._timer = None
         batch, self._pending = self._pending, []
+        no_region, self._no_region = sum(self._no_region), []
         if batch:
-            task = loop.create_task(self._run(loop, batch))
+            task = loop.create_task(self._run(loop, batch, no_region))
             self._tasks.add(task)  # asyncio keeps only weak references to tasks
             task.add_done_callback(self._tasks.discard)
 
     async def _run(
-        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, Item, asyncio.Future]]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[str, Item, asyncio.Future]],
+        no_region: int = 0,
     ) -> None:
         names = [v for v, _, _ in batch]
         self.batches_sent += 1
         self.items_sent += len(batch)
+        self.no_answer_region_sent += no_region
+        if no_region and not self._warned_no_region:
+            self._warned_no_region = True
+            logger.warning(
+                "rlvr reward: %d of %d responses have no answer region (their reasoning block never closes, "
+                "e.g. cut by data.max_response_length); they score parse_error. If the chat template does "
+                "not prefill the opening tag, check reward.reward_kwargs.rlvr.think_prefilled",
+                no_region,
+                len(batch),
+            )
         items = [it for _, it, _ in batch]
         try:
             result = await loop.run_in_executor(self._executor, lambda: self.pool().verify(names, items))
@@ -288,7 +377,12 @@ class _MicroBatcher:
                 if not future.done():
                     future.set_exception(e)
             return
-        logger.info("rlvr reward micro-batch of %d: %s", len(batch), result.flat_metrics())
+        logger.info(
+            "rlvr reward micro-batch of %d (%d without an answer region): %s",
+            len(batch),
+            no_region,
+            result.flat_metrics(),
+        )
         for (_, _, future), verdict, latency in zip(batch, result.verdicts, result.latencies_s, strict=True):
             if not future.done():
                 future.set_result((verdict, latency))
@@ -306,6 +400,9 @@ class RlvrRewardManager(RewardManagerBase):
         # DAPO's soft overlong punishment (sec. 3.4), configured as for verl's `dapo` manager: it shapes the
         # paid reward only; `acc` stays the verifier's verdict (dynamic sampling filters on it).
         self.overlong = OverlongConfig.from_verl_config(config)
+        self.reasoning_tags, self.think_prefilled = self.bridge_config.reasoning_settings()
+        # Reasoning tags the tokenizer would delete when skipping special tokens (kept when decoding).
+        self._keep_ids = special_tag_ids(self.tokenizer, self.reasoning_tags)
         self._batcher = _MicroBatcher(self.bridge_config)
 
     async def run_single(self, data: DataProto) -> dict:
@@ -317,8 +414,9 @@ class RlvrRewardManager(RewardManagerBase):
         valid_ids = response_ids[:valid_length]
         # The running loop, not self.loop: verl's managers assume they run on the loop they were built on.
         response = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self.tokenizer.decode(valid_ids, skip_special_tokens=True)
+            None, lambda: decode_response(self.tokenizer, valid_ids.tolist(), self._keep_ids)
         )
+        no_region = reasoning.split(response, self.reasoning_tags, self.think_prefilled).answer is None
         ntb = data_item.non_tensor_batch
         data_source = _scalar(ntb.get("data_source"))
         ability = _scalar(ntb.get("ability"))
@@ -331,16 +429,28 @@ class RlvrRewardManager(RewardManagerBase):
             verdict = Verdict(
                 0.0, INVALID_INPUT, f"no verifier for data_source={data_source!r} ability={ability!r}"
             )
-            return self._answer(UNROUTED, verdict, None, int(valid_length))
-        item = make_item(verifier, response, ground_truth, {"data_source": data_source})
+            return self._answer(UNROUTED, verdict, None, int(valid_length), no_region)
+        extra = {
+            "data_source": data_source,
+            "reasoning_tags": reasoning.tags_setting(self.reasoning_tags),
+            "think_prefilled": self.think_prefilled,
+        }
+        item = make_item(verifier, response, ground_truth, extra)
         if isinstance(item, Verdict):
-            return self._answer(verifier, item, None, int(valid_length))
-        verdict, latency = await self._batcher.submit(verifier, item)
-        return self._answer(verifier, verdict, latency, int(valid_length))
+            return self._answer(verifier, item, None, int(valid_length), no_region)
+        verdict, latency = await self._batcher.submit(verifier, item, no_region)
+        return self._answer(verifier, verdict, latency, int(valid_length), no_region)
 
-    def _answer(self, verifier: str, verdict: Verdict, latency: float | None, response_length: int) -> dict:
+    def _answer(
+        self,
+        verifier: str,
+        verdict: Verdict,
+        latency: float | None,
+        response_length: int,
+        no_answer_region: bool = False,
+    ) -> dict:
         # Every sample carries the same extra-info keys: verl builds its columns from the first one.
-        info = extra_info_for(verifier, verdict, latency)
+        info = extra_info_for(verifier, verdict, latency, no_answer_region)
         info.update(self.overlong.extra_info(response_length))
         return {
             "reward_score": float(verdict.score) + self.overlong.penalty(response_length),
