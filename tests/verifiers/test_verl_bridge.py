@@ -276,3 +276,96 @@ def test_overlong_shaping_lowers_the_paid_reward_but_not_the_verdict(local_ray, 
     # every sample carries the same columns, unrouted ones included
     assert all("overlong_reward" in o["reward_extra_info"] for o in outputs)
     assert outputs[2]["reward_score"] == pytest.approx(expected_penalty)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reasoning blocks (rlvr_verifiers.reasoning): the task's tags reach every item; responses without an
+# answer region are counted per sample, per step and in the log.
+
+
+def test_bridge_config_carries_the_reasoning_settings_and_rejects_bad_ones():
+    def config(**rlvr):
+        return BridgeConfig.from_verl_config({"reward": {"reward_kwargs": {"rlvr": rlvr}}})
+
+    tags, prefilled = config().reasoning_settings()
+    assert (tags.open, tags.close, prefilled) == ("<think>", "</think>", False)
+    tags, prefilled = config(
+        reasoning_tags=["<reasoning>", "</reasoning>"], think_prefilled=True
+    ).reasoning_settings()
+    assert (tags.open, prefilled) == ("<reasoning>", True)
+    assert config(reasoning_tags=False).reasoning_settings() == (None, False)  # YAML `off` is false
+    with pytest.raises(ValueError, match=r"reward\.reward_kwargs\.rlvr\.reasoning_tags.*delimiter"):
+        config(reasoning_tags=["think", "/think"])
+    with pytest.raises(ValueError, match="think_prefilled is set but reasoning tags are off"):
+        config(reasoning_tags="off", think_prefilled=True)
+
+
+def test_step_metrics_count_responses_without_an_answer_region():
+    infos = {k: [] for k in EXTRA_KEYS}
+    for verifier, status, no_region in [
+        ("math", OK, 0.0),
+        ("math", "parse_error", 1.0),
+        ("code", WRONG, 0.0),
+    ]:
+        info = verl_bridge.extra_info_for(
+            verifier, Verdict(float(status == OK), status), 0.01, bool(no_region)
+        )
+        for k in EXTRA_KEYS:
+            infos[k].append(info[k])
+    m = step_metrics(infos)
+    assert m["rlvr/no_answer_region"] == 1.0 and m["rlvr/math/no_answer_region"] == 1.0
+    assert m["rlvr/code/no_answer_region"] == 0.0
+
+
+def test_reasoning_tags_that_the_tokenizer_marks_special_survive_decoding(tokenizer_dir):
+    """skip_special_tokens would delete special-token tags and turn the reasoning into answer text."""
+    from transformers import AutoTokenizer
+
+    from rlvr_verifiers import reasoning, registry
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    assert verl_bridge.special_tag_ids(tok, reasoning.default_tags()) == {}  # plain text tags: plain decode
+    tok.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})
+    ids = tok.encode("<think>\\boxed{12}</think> 13", add_special_tokens=False)
+    assert tok.decode(ids, skip_special_tokens=True) == "\\boxed{12} 13"  # the hazard: the guess is answer
+    keep = verl_bridge.special_tag_ids(tok, reasoning.default_tags())
+    assert sorted(keep.values()) == ["</think>", "<think>"]
+    eos = [tok.convert_tokens_to_ids("<|im_end|>")]
+    text = verl_bridge.decode_response(tok, ids + eos, keep)  # other special tokens are still skipped
+    assert text == "<think>\\boxed{12}</think> 13"
+    assert registry.get("math").verify(Item(text, "12")).status == WRONG
+
+
+@pytest.mark.slow
+def test_task_reasoning_tags_reach_the_verifiers_and_unclosed_blocks_are_counted(
+    local_ray, tokenizer_dir, caplog
+):
+    from omegaconf import open_dict
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    config = verl_config(tokenizer_dir, "t-bridge")  # the module's pool
+    with open_dict(config):
+        config.reward.reward_kwargs.rlvr.reasoning_tags = ["<reasoning>", "</reasoning>"]
+    worker = RewardLoopWorker(config)
+    math = {"data_source": "openai/gsm8k", "ground_truth": "72"}
+    samples = [
+        {**math, "response": "<reasoning>\\boxed{72}</reasoning> so 27"},  # guess inside, wrong after
+        {**math, "response": "<reasoning>12 * 6</reasoning> \\boxed{72}"},  # answer after
+        {**math, "response": "<reasoning>12 * 6 = \\boxed{72} and"},  # cut off mid-reasoning
+        {**math, "response": "<think>\\boxed{72}"},  # not this task's tags: plain text
+        {"data_source": "mystery", "response": "<reasoning>42", "ground_truth": "42"},
+    ]
+    with caplog.at_level("INFO", logger="rlvr_verifiers.verl_bridge"):
+        outputs = worker.loop.run_until_complete(
+            worker.compute_score_batch(data_proto(worker.input_tokenizer, samples))
+        )
+    infos = [o["reward_extra_info"] for o in outputs]
+    assert [o["reward_score"] for o in outputs] == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert [i["rlvr_status"] for i in infos] == [WRONG, OK, "parse_error", OK, INVALID_INPUT]
+    assert [i["rlvr_no_answer_region"] for i in infos] == [0.0, 0.0, 1.0, 0.0, 1.0]
+    assert all(tuple(i) == EXTRA_KEYS for i in infos)
+    m = step_metrics({k: [i[k] for i in infos] for k in EXTRA_KEYS})
+    assert m["rlvr/no_answer_region"] == 2.0 and m["rlvr/math/no_answer_region"] == 1.0
+    logged = [r.getMessage() for r in caplog.records if "without an answer region" in r.getMessage()]
+    assert logged and sum(int(msg.split("(")[1].split()[0]) for msg in logged) == 1  # the routed one
+    assert any("no answer region" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
