@@ -14,6 +14,12 @@ An optional "extra" object is passed to the verifier as Item.extra. A malformed 
 object, a missing or mistyped field) gets status `invalid_input` with the reason; the other lines are
 still scored.
 
+Reasoning blocks (rlvr_verifiers.reasoning): verifiers read only what follows the last closing tag, and
+a block that never closes is `parse_error` ("unclosed reasoning block"). `--reasoning-tags OPEN,CLOSE`
+sets the pair (default `<think>,</think>`), `--reasoning-tags off` reads the whole response, and
+`--think-prefilled` says the chat template put OPEN into the prompt (a response without CLOSE then has no
+answer). They fill in `reasoning_tags` / `think_prefilled` for every line whose "extra" does not set them.
+
 Ray: with `--address` (or RAY_ADDRESS) the pool runs on that cluster (its verifier nodes must advertise
 the pool's custom resource). Otherwise a private local Ray is started for this command (random free
 ports, no dashboard, its own temp dir, the pool's resource declared) and shut down afterwards; a Ray
@@ -49,14 +55,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=4096, help="lines sent to the pool at once")
     parser.add_argument(
+        "--reasoning-tags",
+        default=None,
+        metavar="OPEN,CLOSE|off",
+        help="reasoning tags: only what follows the last CLOSE is read (default <think>,</think>); off: all",
+    )
+    parser.add_argument(
+        "--think-prefilled",
+        action="store_true",
+        help="the chat template put OPEN into the prompt: a response without CLOSE has no answer",
+    )
+    parser.add_argument(
         "--resource-name",
         default=None,
         help="custom Ray resource the actors ask for (default rlvr_verifier; '' for none)",
     )
 
 
-def parse_line(verifier: str, line: str):
-    """The Item for one input line, or an invalid_input Verdict naming what is wrong with it."""
+def parse_line(verifier: str, line: str, defaults: dict[str, Any] | None = None):
+    """The Item for one input line, or an invalid_input Verdict naming what is wrong with it.
+    `defaults` fill in Item.extra keys the line's own "extra" does not set (the reasoning settings)."""
     from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict
 
     def invalid(reason: str) -> Verdict:
@@ -74,6 +92,7 @@ def parse_line(verifier: str, line: str):
     extra = obj.get("extra", {})
     if not isinstance(extra, dict):
         return invalid('"extra" must be an object')
+    extra = {**(defaults or {}), **extra}
     if verifier in ("math", "countdown"):
         if "ground_truth" not in obj or obj["ground_truth"] is None:
             return invalid('missing "ground_truth"')
@@ -94,9 +113,29 @@ def parse_line(verifier: str, line: str):
     return Item(response=response, ground_truth=ground_truth, extra=extra)
 
 
-def score_lines(verifier: str, lines: list[str], pool, batch_size: int = 4096):
+def reasoning_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """Item.extra defaults from --reasoning-tags / --think-prefilled ({} when neither is given)."""
+    from rlvr_launch.cli import UserError
+    from rlvr_verifiers import reasoning
+
+    tags_value = getattr(args, "reasoning_tags", None)
+    prefilled = bool(getattr(args, "think_prefilled", False))
+    if tags_value is None and not prefilled:
+        return {}
+    try:
+        tags, prefilled = reasoning.settings(
+            list(reasoning.DEFAULT_TAGS) if tags_value is None else tags_value, prefilled
+        )
+    except ValueError as e:
+        raise UserError(f"--reasoning-tags/--think-prefilled: {e}") from None
+    return {"reasoning_tags": reasoning.tags_setting(tags), "think_prefilled": prefilled}
+
+
+def score_lines(
+    verifier: str, lines: list[str], pool, batch_size: int = 4096, defaults: dict[str, Any] | None = None
+):
     """Verdicts for `lines` in order (malformed lines never reach the pool), plus the pool results."""
-    parsed = [parse_line(verifier, line) for line in lines]
+    parsed = [parse_line(verifier, line, defaults) for line in lines]
     from rlvr_verifiers.base import Item
 
     verdicts = list(parsed)
@@ -191,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
         or (args.num_actors is not None and args.num_actors < 1)
     ):
         raise UserError("--batch-size, --items-per-call and --num-actors must be >= 1")
+    defaults = reasoning_defaults(args)
     lines = _read_lines(args.input)
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
@@ -235,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         except PoolError as e:
             raise UserError(str(e)) from None
         try:
-            verdicts, results = score_lines(args.verifier, lines, pool, args.batch_size)
+            verdicts, results = score_lines(args.verifier, lines, pool, args.batch_size, defaults)
         finally:
             pool.shutdown()
     finally:
