@@ -23,8 +23,9 @@ Matching, written against a policy that looks for a way to be paid for its reaso
   parts of a tag need some whitespace between them: `<start of thought>` does not match `<startofthought>`.)
 - A closing tag ends the reasoning wherever it stands, inside a code block or a JSON string included, and
   nested or repeated blocks change nothing: only the LAST closing tag counts, and nothing before it is ever
-  answer. A program or tool call that must contain the literal closing tag is cut there (a false reject,
-  never a false accept); build such a string from parts.
+  answer. A program or tool call that must contain a literal tag is cut at a closing one, and reads as a
+  reopened, unclosed block with an opening one (a false reject, never a false accept); build such a
+  string from parts.
 - Text before an opening tag is not answer either (rule 1 cuts at the last closing tag).
 
 Settings, per item (the reward bridge and `rlvr score` fill them in from the task's configuration):
