@@ -191,11 +191,9 @@ def validate(cfg) -> None:
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
         _check_micro_batches(cfg)
-        from rlvr_verifiers.verl_bridge import (
-            BridgeConfig,
-        )  # reward.reward_kwargs.rlvr (reasoning tags, pool)
+        from rlvr_verifiers.verl_bridge import BridgeConfig
 
-        BridgeConfig.from_verl_config(cfg)
+        BridgeConfig.from_verl_config(cfg)  # reward.reward_kwargs.rlvr: reasoning tags, pool, routes
         if OmegaConf.select(cfg, "algorithm.filter_groups.enable", default=False) and not cfg.trainer.use_v1:
             raise UserError(
                 "algorithm.filter_groups.enable=true (dynamic sampling) is honoured only by verl's v1 trainer, "
