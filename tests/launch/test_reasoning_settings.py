@@ -1,6 +1,7 @@
-"""`rlvr score --reasoning-tags OPEN,CLOSE|off [--think-prefilled]`: the flag reaches every line's verifier
-(only the answer region after the last closing tag is read), a bad flag is a one-line error before any
-Ray starts, and `rlvr diagnose`'s per-step figures count the responses without an answer region.
+"""Reasoning settings on the launch side: `rlvr score --reasoning-tags OPEN,CLOSE|off [--think-prefilled]`
+reaches every line's verifier (only the answer region after the last closing tag is read), a bad flag or
+a bad task setting is a one-line error before anything starts, and `rlvr diagnose`'s per-step figures
+count the responses without an answer region.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_launch import cli, diagnose
+from rlvr_launch import cli, compose, diagnose
+from rlvr_launch.cli import UserError
 from rlvr_launch.score import add_arguments, parse_line, reasoning_defaults
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import Item
@@ -87,6 +89,15 @@ def test_a_bad_flag_is_a_one_line_error_before_any_ray_starts(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert "--reasoning-tags/--think-prefilled" in err and problem in err and "Traceback" not in err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_every_task_recipe_sets_the_default_pair_and_a_bad_one_is_refused_at_compose():
+    for task in ("addition", "gsm8k", "math", "countdown", "code", "tool_use"):
+        cfg = compose.compose([f"task={task}"], check=False)
+        assert list(cfg.reward.reward_kwargs.rlvr.reasoning_tags) == ["<think>", "</think>"], task
+        assert cfg.reward.reward_kwargs.rlvr.think_prefilled is False, task
+    with pytest.raises(UserError, match=r"reasoning_tags.*delimiter"):
+        compose.compose(["task=math", "reward.reward_kwargs.rlvr.reasoning_tags=[think,/think]"])
 
 
 def test_diagnose_counts_responses_without_an_answer_region_per_step():
