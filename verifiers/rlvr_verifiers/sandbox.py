@@ -114,6 +114,12 @@ LAYERS: tuple[str, ...] = (
     "output_cap",  # byte caps on stdout/stderr/results
     "disk_quota",  # job dir size polled, RLIMIT_FSIZE per file
     "sweep",  # every leftover process killed after each job
+    "zygote",  # jobs fork from a process that never held any job's data
+    "mount_ns",  # own mount namespace: a minimal read-only root (interpreter, stdlib, system libraries)
+    "net_ns",  # own network namespace: no host sockets, private abstract unix names
+    "pid_ns",  # own PID namespace: no host pid visible; the zygote is its init
+    "ipc_ns",  # own IPC namespace
+    "cgroup",  # one cgroup per worker's job: memory (memfd/tmpfs included), pids, CPU for the whole tree
 )
 
 MODES = ("script", "call")
@@ -268,6 +274,7 @@ class Job:
     fn_name: str | None = None
     call_args: list[list[Any]] | None = None  # call mode: one argument list per call (JSON values only)
     nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    stdout_limit_bytes: int | None = None  # a tighter stdout cap for this job (never above the config's)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -286,7 +293,7 @@ class RunResult:
     stderr: bytes
     harness_output: bytes  # call mode: the nonce-tagged JSON lines of the harness (decode in the caller)
     timed_out: bool
-    killed_reason: str | None  # timeout | output_limit | disk_quota | setup_failed | None
+    killed_reason: str | None  # timeout | output_limit | disk_quota | memory_limit | setup_failed | None
     wall_s: float
     cpu_s: float | None = None
     max_rss_kb: int | None = None
@@ -294,6 +301,7 @@ class RunResult:
     sandbox_error: str | None = None  # the sandbox failed (not the program): worker died, setup failed
     nonce: str = ""
     weaker_isolation: tuple[str, ...] = ()  # missing layers that the config accepted
+    stdout_limit: int | None = None  # the stdout cap this job ran under (bytes)
 
     @property
     def ok(self) -> bool:
@@ -351,6 +359,7 @@ class _Worker:
             "max_open_files": cfg.max_open_files,
             "max_processes": cfg.max_processes,
             "extra_read_paths": list(cfg.extra_read_paths),
+            "start_timeout_s": cfg.start_timeout_s,
         }
         self.send({"op": "init", "config": worker_config})
         header, _ = self.receive(cfg.start_timeout_s)
@@ -400,6 +409,7 @@ class _Worker:
             "timeout_s": timeout_s,
             "nonce": job.nonce,
             "fn_name": job.fn_name,
+            "stdout_limit": job.stdout_limit_bytes,
         }
         args = json.dumps(job.call_args, allow_nan=False).encode() if job.mode == "call" else b""
         self.send(header, (job.source.encode("utf-8", "surrogateescape"), job.stdin, args))
@@ -653,6 +663,7 @@ class Sandbox:
             else None,
             nonce=job.nonce,
             weaker_isolation=self._weaker,
+            stdout_limit=header.get("stdout_limit"),
         )
 
     def _restart(self, worker: _Worker) -> None:
