@@ -858,6 +858,27 @@ def _cgroup_paths():
     return None, {}
 
 
+def _stale_cgroup(name):
+    """A job cgroup of a worker that is gone: its pid is dead, or nobody holds its uid's lock."""
+    import fcntl
+
+    if name.startswith("rlvr-sandbox-p") and name[14:].isdigit():
+        return not os.path.exists(f"/proc/{name[14:]}")
+    if not (name.startswith("rlvr-sandbox-u") and name[14:].isdigit()):
+        return False
+    try:
+        fd = os.open(os.path.join(CONFIG["uid_lock_dir"], name[14:]), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True  # released when fd closes
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _cg_write(path, value):
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -882,7 +903,7 @@ def _cgroup_setup(uid):
     for parent in parents.values():
         try:
             for old in os.listdir(parent):
-                if old.startswith("rlvr-sandbox-p") and not os.path.exists(f"/proc/{old[14:]}"):
+                if old != name and _stale_cgroup(old):
                     os.rmdir(os.path.join(parent, old))  # a dead worker's; fails (harmless) if not empty
         except OSError:
             pass
@@ -903,6 +924,7 @@ def _cgroup_setup(uid):
             _cg_write(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"), 100000)
             _cg_write(os.path.join(dirs["cpu"], "cpu.shares"), 1024)
             oom = (os.path.join(dirs["memory"], "memory.oom_control"), "oom_kill")
+            hits = (os.path.join(dirs["memory"], "memory.failcnt"), None)
         else:
             d = dirs[""]
             with open(os.path.join(d, "cgroup.controllers")) as f:
@@ -918,6 +940,7 @@ def _cgroup_setup(uid):
             _cg_write(os.path.join(d, "pids.max"), nproc)
             _cg_write(os.path.join(d, "cpu.max"), "100000 100000")
             oom = (os.path.join(d, "memory.events"), "oom_kill")
+            hits = (os.path.join(d, "memory.events"), "max")
     except OSError as e:
         return None, f"no per-job cgroup ({kind}): {e}"
     procs = [os.path.join(d, "cgroup.procs") for d in dirs.values()]
@@ -925,20 +948,31 @@ def _cgroup_setup(uid):
         f"cgroup {kind} per job ({name}): memory {mem >> 20} MiB for the whole process tree (memfd and "
         f"tmpfs included), {nproc} processes, 1 CPU at an equal share; exceeding memory kills the job"
     )
-    return {"kind": kind, "dirs": list(dirs.values()), "procs": procs, "oom": oom, "detail": detail}, detail
+    return {
+        "kind": kind,
+        "dirs": list(dirs.values()),
+        "procs": procs,
+        "oom": oom,
+        "hits": hits,
+        "detail": detail,
+    }, detail
 
 
-def _cgroup_oom_kills():
+def _cgroup_counter(which):
+    """The job cgroup's OOM kills ("oom") or memory-limit hits ("hits"; v1 failcnt, v2 events max)."""
     cg = STATE["cgroup"]
     if not cg:
         return 0
     try:
-        text = os.pread(cg["oom_fd"], 1 << 16, 0).decode()
+        text = os.pread(cg[which + "_fd"], 1 << 16, 0).decode()
+        key = cg[which][1]
+        if key is None:
+            return int(text.split()[0])
         for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == cg["oom"][1]:
+            name, _, value = line.partition(" ")
+            if name == key:
                 return int(value)
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, IndexError):
         pass
     return 0
 
@@ -1033,6 +1067,7 @@ def _zygote_main(sock):
     if cg:  # opened before the root changes; written by each job child to join its cgroup
         cg["procs_fds"] = [os.open(p, os.O_WRONLY) for p in cg["procs"]]
         cg["oom_fd"] = os.open(cg["oom"][0], os.O_RDONLY)
+        cg["hits_fd"] = os.open(cg["hits"][0], os.O_RDONLY)
         cg["procs_read_fds"] = [os.open(p, os.O_RDONLY) for p in cg["procs"]]
     namespaces = _enter_namespaces()
     LAYERS_FROM_ZYGOTE.update({name: detail for name, (ok, detail) in namespaces.items() if ok})
@@ -1216,7 +1251,7 @@ def _zygote_run(sock, message, fds):
     ENFORCE.update(message["enforce"])
     timeout_s = float(message["timeout_s"])
     job_dir, dir_fd = _make_job_dir()
-    oom_before = _cgroup_oom_kills()
+    oom_before, hits_before = _cgroup_counter("oom"), _cgroup_counter("hits")
     pid = os.fork()
     if pid == 0:
         sock.close()
@@ -1230,7 +1265,7 @@ def _zygote_run(sock, message, fds):
         disk_limit, max_files = CONFIG["disk_limit"], CONFIG["max_files"]
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        while not poller.poll(100):
+        while not poller.poll(50):
             if _disk_full(job_dir, dir_fd, disk_limit, max_files):
                 killed_reason = "disk_quota"
                 _kill_job(pid)
@@ -1240,8 +1275,11 @@ def _zygote_run(sock, message, fds):
     if killed_reason is None and _disk_full(job_dir, dir_fd, disk_limit, max_files):
         killed_reason = "disk_quota"  # the job hit the tmpfs limit and gave up on its own
     leftovers = _sweep(pid)
-    if killed_reason is None and _cgroup_oom_kills() > oom_before:
-        killed_reason = "memory_limit"
+    if killed_reason is None and _cgroup_counter("oom") > oom_before:
+        killed_reason = "memory_limit"  # the cgroup's OOM killer took a process of the job
+    failed = not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0
+    if killed_reason is None and failed and _cgroup_counter("hits") > hits_before:
+        killed_reason = "memory_limit"  # it failed after an allocation was refused at the job's limit
     _drop_job_dir(job_dir, dir_fd)
     return {
         "op": "exited",
