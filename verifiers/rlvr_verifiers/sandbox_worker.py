@@ -1085,7 +1085,9 @@ def _zygote_main(sock):
     STATE["keep_dac_read_search"] = keep
     hello["keep_dac_read_search"] = keep
     try:
-        buf, n = build_seccomp_filter(os.getpid(), STATE["manager_pid"])
+        # Inside a PID namespace the manager's pid means nothing (and naming it would tell it to a prober)
+        protected = [] if os.getpid() == 1 else [STATE["manager_pid"]]
+        buf, n = build_seccomp_filter(os.getpid(), *protected)
         _SECCOMP["buf"] = ctypes.create_string_buffer(buf, len(buf))
         _SECCOMP["prog"] = _SockFprog(n, ctypes.addressof(_SECCOMP["buf"]))
     except OSError as e:
