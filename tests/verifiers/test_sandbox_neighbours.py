@@ -91,7 +91,7 @@ def _answer(salt: str, x: int) -> int:
 
 
 def _honest_sources(salt: str) -> tuple[str, str]:
-    answer = f'int(hashlib.sha256(f"{{SALT}}:{{x}}".encode()).hexdigest(), 16) % (9 * 10**19) + 10**19'
+    answer = 'int(hashlib.sha256(f"{SALT}:{x}".encode()).hexdigest(), 16) % (9 * 10**19) + 10**19'
     # a solution of a realistic size (a few KB: a docstring, helpers), as models write them
     doc = '"""' + "Reads x and prints the keyed digest of x as a 20-digit number. " * 40 + '"""\n'
     stdio = f'{doc}import hashlib\nSALT = "{salt}"\nx = int(input())\nprint({answer})'

@@ -35,7 +35,6 @@ import os
 import platform
 import resource
 import select
-import shutil
 import signal
 import stat
 import struct
@@ -698,7 +697,11 @@ def _setup_worker(config):
     )
     try:
         _prctl(PR_SET_DUMPABLE, 0)
-        put("non_dumpable", _prctl(PR_GET_DUMPABLE) == 0, "worker and zygote are non-dumpable (no job can read their memory or environ)")
+        put(
+            "non_dumpable",
+            _prctl(PR_GET_DUMPABLE) == 0,
+            "worker and zygote are non-dumpable (no job can read their memory or environ)",
+        )
     except OSError as e:
         put("non_dumpable", False, f"prctl(PR_SET_DUMPABLE) failed: {e}")
     try:
@@ -867,7 +870,9 @@ def _stale_cgroup(name):
     if not (name.startswith("rlvr-sandbox-u") and name[14:].isdigit()):
         return False
     try:
-        fd = os.open(os.path.join(CONFIG["uid_lock_dir"], name[14:]), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(
+            os.path.join(CONFIG["uid_lock_dir"], name[14:]), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+        )
     except OSError:
         return False
     try:
@@ -1580,6 +1585,7 @@ def _check_effective(report, job_dir):
 
     # A world-writable place outside the job dir (the work dir, /tmp by default): only Landlock stops it.
     escape = os.path.join(CONFIG["work_dir"], f".rlvr-sandbox-probe-{os.getpid()}")
+
     def write_escape():
         os.close(os.open(escape, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(escape)
