@@ -5,16 +5,22 @@ imports rlvr_verifiers (nothing but the standard library and ctypes), so its mem
 process that started it, and forking from it is cheap (a few MB).  The trusted parent talks to it over
 its stdin/stdout with length-prefixed frames (see `_read_frame` / `_write_frame`).
 
-At start the worker makes itself non-dumpable and a child subreaper, compiles its seccomp filter once,
-and PROBES every layer by forking a child that applies them all; the layers that held are enforced on
-every job (a job whose child cannot apply one of them aborts with exit code 125: fail closed).
+At start the worker (the "manager") makes itself non-dumpable and a child subreaper, claims a job uid,
+sets up its job cgroup, and forks the ZYGOTE (see `_zygote_main`) before any job exists: init of a fresh
+PID namespace, in its own mount/network/IPC/UTS namespaces with a minimal read-only root, where the kernel
+allows.  The zygote compiles the seccomp filter; then one probe job applies every layer, and the layers
+that held are enforced on every job (a job whose child cannot apply one of them aborts with exit code 125:
+fail closed).
 
-Per job (see `_run_job`): a fresh job dir owned by the job uid; fork; in the child (see `_jail`):
-setsid, stdio on pipes plus the harness result pipe on fd 3, every other fd closed, rlimits, chdir,
-a dedicated non-root uid, no_new_privs, Landlock, seccomp; then the harness runs the program.  The
-worker feeds stdin, reads stdout/stderr/results with byte caps, enforces the wall clock and the job dir
-quota, kills the child's session, sweeps every leftover process (daemons reparented to this subreaper,
-and with a dedicated uid every process of that uid) and removes the job dir.
+Per job (see `_run_job` and `_zygote_run`): the manager makes the job's pipes and hands their fds to the
+zygote (SCM_RIGHTS); the zygote mounts a fresh tmpfs job dir (or makes a host job dir), forks, and gives
+the manager a pidfd of the child; the child (see `_jail`) joins the job cgroup, setsid, stdio on the
+pipes plus the harness result pipe on fd 3, every other fd closed, rlimits, chdir, a dedicated non-root
+uid, no_new_privs, Landlock, seccomp; THEN it reads its job (header, source, call args) from the head of
+its own stdin (`_read_job`), so the zygote never holds a job's data and no job can find an earlier one's
+in its memory.  The manager feeds stdin, reads stdout/stderr/results with byte caps and enforces the
+wall clock; the zygote watches the job dir quota, reaps the child, reads the cgroup's counters, sweeps
+every leftover process and drops the job dir.
 
 Harness modes (the child side of the protocol that rlvr_verifiers.code decodes):
 - "script": run the source as `__main__` with the job's stdin, like `python -c SOURCE`; the result is
@@ -896,6 +902,8 @@ def _cgroup_setup(uid):
     """Create this worker's job cgroup (reused job after job: one job runs at a time) with the job limits.
     Named after the claimed uid, so a killed worker's cgroup is reused by its successor, never piled up
     (without a uid: after this worker's pid, and empty ones of dead workers are removed)."""
+    if not CONFIG.get("cgroups", True):
+        return None, "no per-job cgroup: disabled by SandboxConfig(cgroups=False)"
     if os.geteuid() != 0:
         return None, "no per-job cgroup: the worker is not root (the limits stay per process)"
     try:
@@ -924,7 +932,7 @@ def _cgroup_setup(uid):
             memsw = os.path.join(dirs["memory"], "memory.memsw.limit_in_bytes")
             if os.path.exists(memsw):
                 _cg_write(memsw, mem)
-            _cg_write(os.path.join(dirs["pids"], "pids.max"), nproc)
+            _cg_write(os.path.join(dirs["pids"], "pids.max"), nproc + 2)  # + the zygote and a sweep helper
             _cg_write(os.path.join(dirs["cpu"], "cpu.cfs_period_us"), 100000)
             _cg_write(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"), 100000)
             _cg_write(os.path.join(dirs["cpu"], "cpu.shares"), 1024)
@@ -942,7 +950,7 @@ def _cgroup_setup(uid):
             _cg_write(os.path.join(d, "memory.max"), mem)
             if os.path.exists(os.path.join(d, "memory.swap.max")):
                 _cg_write(os.path.join(d, "memory.swap.max"), 0)
-            _cg_write(os.path.join(d, "pids.max"), nproc)
+            _cg_write(os.path.join(d, "pids.max"), nproc + 2)  # + the zygote and a sweep helper
             _cg_write(os.path.join(d, "cpu.max"), "100000 100000")
             oom = (os.path.join(d, "memory.events"), "oom_kill")
             hits = (os.path.join(d, "memory.events"), "max")
@@ -1030,12 +1038,13 @@ def _start_zygote():
     import socket
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid_ns = (False, "")
-    try:
-        _syscall(NR["unshare"], ctypes.c_ulong(CLONE_NEWPID))
-        pid_ns = (True, "")
-    except OSError as e:
-        pid_ns = (False, f"unshare(CLONE_NEWPID) failed: {e} (needs root or user namespaces)")
+    pid_ns = (False, "disabled by SandboxConfig(namespaces=False)")
+    if CONFIG.get("namespaces", True):
+        try:
+            _syscall(NR["unshare"], ctypes.c_ulong(CLONE_NEWPID))
+            pid_ns = (True, "")
+        except OSError as e:
+            pid_ns = (False, f"unshare(CLONE_NEWPID) failed: {e} (needs root or user namespaces)")
     pid = os.fork()
     if pid == 0:
         ours.close()
@@ -1069,8 +1078,14 @@ def _zygote_main(sock):
     for fd in (CONTROL_IN, CONTROL_OUT):  # the manager's channel to its parent is not ours
         os.close(fd)
     cg = STATE["cgroup"]
-    if cg:  # opened before the root changes; written by each job child to join its cgroup
-        cg["procs_fds"] = [os.open(p, os.O_WRONLY) for p in cg["procs"]]
+    if cg:
+        # The zygote joins the job cgroup once, so every job is born in it: moving a process between
+        # cgroups waits for an RCU grace period (~6 ms a job here), forking into the parent's does not. Its
+        # ~10 MB count against the job's memory; the cgroup's OOM killer picks a job (each raises its own
+        # oom_score_adj to the maximum), never the zygote.
+        for path in cg["procs"]:
+            _cg_write(path, 0)
+        # counters and the member list, opened before the root changes
         cg["oom_fd"] = os.open(cg["oom"][0], os.O_RDONLY)
         cg["hits_fd"] = os.open(cg["hits"][0], os.O_RDONLY)
         cg["procs_read_fds"] = [os.open(p, os.O_RDONLY) for p in cg["procs"]]
@@ -1119,6 +1134,11 @@ def _enter_namespaces():
     """Own mount, network, IPC and UTS namespaces with a minimal read-only root (only the read paths,
     bind-mounted read-only at their own paths, a fresh /proc of our PID namespace, and JOB_DIR).
     Returns {layer: (ok, detail)}; on any failure the zygote keeps the host's view for that part."""
+    if not CONFIG.get("namespaces", True):
+        return {
+            n: (False, "disabled by SandboxConfig(namespaces=False)")
+            for n in ("mount_ns", "net_ns", "ipc_ns")
+        }
     out = {}
     in_pid_ns = os.getpid() == 1
     out["pid_ns"] = (
@@ -1419,13 +1439,13 @@ def _jail(job_dir, fds, timeout_s):
     for name, detail in LAYERS_FROM_ZYGOTE.items():  # entered once by the zygote, inherited by the fork
         report[name] = (True, detail)
     cg = STATE["cgroup"]
-    if "cgroup" in ENFORCE and cg:
+    if "cgroup" in ENFORCE and cg:  # born in it (the zygote's); the probe checks /proc/self/cgroup
         try:
-            for fd in cg["procs_fds"]:
-                os.write(fd, b"0")
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")  # this job's processes go first when its cgroup runs out of memory
             report["cgroup"] = (True, cg["detail"])
         except OSError as e:
-            report["cgroup"] = (False, f"cannot join the job cgroup: {e}")
+            report["cgroup"] = (False, f"cannot raise the job's oom_score_adj: {e}")
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     os.closerange(len(fds), max(1 << 16, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -1916,7 +1936,7 @@ def _sweep(child_pid, bound_s=10.0):
                     pass
             elif "uid" in ENFORCE:
                 _kill_uid(STATE["uid"])
-            for pid in alive | (_cgroup_pids() if not pid_ns else set()):
+            for pid in alive | (_cgroup_pids() - {os.getpid()} if not pid_ns else set()):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
