@@ -935,7 +935,9 @@ def _cgroup_setup(uid):
             _cg_write(os.path.join(dirs["pids"], "pids.max"), nproc + 2)  # + the zygote and a sweep helper
             _cg_write(os.path.join(dirs["cpu"], "cpu.cfs_period_us"), 100000)
             _cg_write(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"), 100000)
-            _cg_write(os.path.join(dirs["cpu"], "cpu.shares"), 1024)
+            # Equal between jobs; 4x a plain task's weight, or group scheduling under load delays every
+            # short job (measured: 10.8 ms a job at 1024, 4.3 ms at 4096, 5.2 ms without the cgroup).
+            _cg_write(os.path.join(dirs["cpu"], "cpu.shares"), 4096)
             oom = (os.path.join(dirs["memory"], "memory.oom_control"), "oom_kill")
             hits = (os.path.join(dirs["memory"], "memory.failcnt"), None)
         else:
@@ -952,6 +954,7 @@ def _cgroup_setup(uid):
                 _cg_write(os.path.join(d, "memory.swap.max"), 0)
             _cg_write(os.path.join(d, "pids.max"), nproc + 2)  # + the zygote and a sweep helper
             _cg_write(os.path.join(d, "cpu.max"), "100000 100000")
+            _cg_write(os.path.join(d, "cpu.weight"), 400)  # as cpu.shares 4096 in v1
             oom = (os.path.join(d, "memory.events"), "oom_kill")
             hits = (os.path.join(d, "memory.events"), "max")
     except OSError as e:
@@ -959,7 +962,8 @@ def _cgroup_setup(uid):
     procs = [os.path.join(d, "cgroup.procs") for d in dirs.values()]
     detail = (
         f"cgroup {kind} per job ({name}): memory {mem >> 20} MiB for the whole process tree (memfd and "
-        f"tmpfs included), {nproc} processes, 1 CPU at an equal share; exceeding memory kills the job"
+        f"tmpfs included), {nproc} processes, at most 1 CPU at a share equal between jobs; exceeding memory "
+        "kills the job"
     )
     return {
         "kind": kind,
@@ -1232,6 +1236,7 @@ def _minimal_root(fresh_proc):
         sources.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC), path in _DEVICES))
     root = CONFIG["work_dir"]  # any existing dir will do: the tmpfs hides it in this namespace only
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+    pivoted = False
     try:
         for path, fd, device in sources:
             target = root + path
@@ -1263,10 +1268,16 @@ def _minimal_root(fresh_proc):
         _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096")
         os.chdir(root)
         _syscall(NR["pivot_root"], b".", b".")
+        pivoted = True
         if _libc.umount2(b".", MNT_DETACH) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"umount of the old root: {os.strerror(err)}")
         os.chdir("/")
+    except OSError:
+        if not pivoted:  # back to the host's view (host job dirs must not land in our small tmpfs)
+            os.chdir("/")
+            _libc.umount2(root.encode(), MNT_DETACH)
+        raise
     finally:
         for _, fd, _ in sources:
             os.close(fd)
