@@ -728,8 +728,9 @@ def _setup_worker(config):
     if uid is not None:
         STATE["uid"], STATE["gid"] = uid, uid
         _kill_uid(uid)  # leftovers of a previous worker with this uid (one killed with SIGKILL, say)
-        _remove_stale_base_dirs(uid)
-    STATE["base_dir_prefix"] = f"rlvr-sandbox-u{uid}-" if uid is not None else "rlvr-sandbox-"
+    _remove_stale_base_dirs(uid)
+    owner = f"u{uid}" if uid is not None else f"p{os.getpid()}"
+    STATE["base_dir_prefix"] = f"rlvr-sandbox-{owner}-"
     cgroup, cgroup_detail = _cgroup_setup(uid)
     STATE["cgroup"] = cgroup
 
@@ -795,15 +796,18 @@ def _setup_worker(config):
 
 
 def _remove_stale_base_dirs(uid):
-    """Job-dir bases left by an earlier worker of this uid that was killed (uids are claimed exclusively,
-    so nothing else uses them)."""
-    prefix = f"rlvr-sandbox-u{uid}-"
+    """Job-dir bases (host job dirs, used only without a mount namespace) left by killed workers: those of
+    this worker's uid (uids are claimed exclusively, so nothing else uses them), and those named after a
+    worker pid that no longer exists."""
     try:
         names = os.listdir(CONFIG["work_dir"])
     except OSError:
         return
     for name in names:
-        if name.startswith(prefix):
+        owner = name[len("rlvr-sandbox-") :].split("-", 1)[0] if name.startswith("rlvr-sandbox-") else ""
+        mine = uid is not None and owner == f"u{uid}"
+        dead = owner[:1] == "p" and owner[1:].isdigit() and not os.path.exists(f"/proc/{owner[1:]}")
+        if mine or dead:
             _remove_tree(os.path.join(CONFIG["work_dir"], name))
 
 
