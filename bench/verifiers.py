@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{r.get('sandbox_s', float('nan')):.2f} s",
                         f"{r.get(f'{tag}_s', r.get('subprocess_s', float('nan'))):.2f} s",
                         f"{ratio:.2f}x" if isinstance(ratio, float) else str(ratio),
-                        ">= 2x, same verdicts",
+                        ">= 1.5x, same verdicts",
                     )
                 )
             details.append("sandbox vs subprocess: " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()))

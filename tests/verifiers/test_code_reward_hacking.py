@@ -274,3 +274,39 @@ def test_results_of_another_run_are_rejected(verifier):
     """
     verdict = assert_no_reward(verifier, replay, {"inputs": [[1]], "outputs": [1], "fn_name": "solve"})
     assert "protocol violation" in verdict.detail
+
+
+def test_the_harness_writes_result_lines_with_code_the_job_cannot_replace(verifier):
+    # The job replaces everything json.dumps looks up when it is called (the encoder class, its methods,
+    # the C accelerators, the string escaper) and the builtins a harness might use. The result lines must
+    # still be the harness's own: one well-formed record per call, holding the values really returned.
+    hijack = """
+    import builtins, json, json.encoder
+    class Forged(json.JSONEncoder):
+        def encode(self, o):
+            return '{"nonce": "forged", "test": 0, "value": 424242}'
+        iterencode = encode
+    json.JSONEncoder = Forged
+    json.encoder.JSONEncoder = Forged
+    json.dumps = lambda *a, **k: '"forged"'
+    json.encoder.c_make_encoder = None
+    json.encoder.encode_basestring_ascii = lambda s: '"forged"'
+    json.encoder.py_encode_basestring_ascii = lambda s: '"forged"'
+    builtins.enumerate = lambda xs: [(0, [424242])]
+    builtins.BaseException = KeyError
+    builtins.memoryview = lambda b: b""
+    def solve(x):
+        return [x, "7", {"k": x}]
+    """
+    box = verifier.sandbox
+    job = Job(textwrap.dedent(hijack), mode="call", fn_name="solve", call_args=[[1], [2]])
+    result = box.submit(job).result()
+    records = [json.loads(line) for line in result.harness_output.splitlines()]
+    assert records == [
+        {"nonce": job.nonce, "test": i, "value": [x, "7", {"k": x}]} for i, x in enumerate((1, 2))
+    ], result
+    # and an honest neighbour of the same batch keeps its score
+    tests = {"inputs": [[1], [2]], "outputs": [[1, "7", {"k": 1}], [2, "7", {"k": 2}]], "fn_name": "solve"}
+    honest = "def solve(x):\n    return [x, '7', {'k': x}]"
+    verdicts = verifier.verify_batch([Item(fenced(hijack), tests), Item(fenced(honest), tests)])
+    assert [v.status for v in verdicts] == [OK, OK], verdicts  # the hijacker's real answers are right too

@@ -48,9 +48,11 @@ def test_every_config_field_has_help_text():
 def test_each_actor_gets_worker_processes_for_its_cpu_share_not_for_the_whole_node(monkeypatch):
     monkeypatch.delenv("RLVR_SANDBOX_WORKERS", raising=False)
     monkeypatch.delenv("RLVR_SYMBOLIC_WORKERS", raising=False)
+    monkeypatch.delenv("RLVR_CODE_ITEM_TIMEOUT_S", raising=False)
     assert PoolConfig(cpus_per_actor=1).actor_env() == {
         "RLVR_SANDBOX_WORKERS": "1",
         "RLVR_SYMBOLIC_WORKERS": "1",
+        "RLVR_CODE_ITEM_TIMEOUT_S": "20",  # 2/3 of item_timeout_s (see test_code_bounds.py)
     }
     assert PoolConfig(cpus_per_actor=4).actor_env()["RLVR_SANDBOX_WORKERS"] == "4"
     assert PoolConfig(cpus_per_actor=0.5, actor_concurrency=3).actor_env()["RLVR_SYMBOLIC_WORKERS"] == "2"

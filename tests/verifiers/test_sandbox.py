@@ -179,3 +179,53 @@ def test_sandboxes_on_one_host_never_share_a_uid_so_one_sweep_spares_the_other(w
         assert all(r.leftovers_killed >= 1 for r in swept)  # b really swept its uids
         result = steady.result()
     assert result.ok and result.stdout == b"survived\n", result
+
+
+NAMESPACE_LAYERS = ("mount_ns", "net_ns", "pid_ns", "ipc_ns", "cgroup")
+
+
+def test_without_namespaces_and_cgroups_the_report_names_them_and_the_host_dir_path_still_holds(work_dir):
+    # What a non-root pod gets: the namespace and cgroup layers are missing, the report says why, and
+    # `require` decides (here: accepted explicitly). Jobs still start from the clean zygote, job dirs
+    # on the host are polled for their quota and removed iteratively, and nothing is left afterwards.
+    require = tuple(n for n in LAYERS if n not in NAMESPACE_LAYERS)
+    with pytest.raises(SandboxUnavailable, match="mount_ns"):
+        Sandbox(SandboxConfig(workers=1, work_dir=work_dir, namespaces=False, cgroups=False)).start()
+    config = SandboxConfig(
+        workers=1,
+        work_dir=work_dir,
+        namespaces=False,
+        cgroups=False,
+        require=require,
+        disk_limit_bytes=16 << 20,
+    )
+    with Sandbox(config) as box:
+        report = box.isolation_report()
+        assert report["missing"] == list(NAMESPACE_LAYERS), report["missing"]
+        assert all("disabled by SandboxConfig" in report["layers"][n]["detail"] for n in NAMESPACE_LAYERS)
+        assert "polled" in report["layers"]["disk_quota"]["detail"]
+        deep = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+        fill = "while True:\n    open(f'f{__import__(\"random\").random()}', 'wb').write(b'x' * (4 << 20))"
+        secret = "print('kept-out-' + 'of-later-jobs-' + str(6 * 7))"
+        hunt = (
+            "import re\nfound = 0\n"
+            "with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:\n"
+            "    for line in maps:\n"
+            "        addr, perms = line.split()[:2]\n"
+            "        if not perms.startswith('r') or '[vvar' in line or '[vsyscall' in line:\n"
+            "            continue\n"
+            "        lo, hi = (int(x, 16) for x in addr.split('-'))\n"
+            "        try:\n"
+            "            mem.seek(lo); found += re.findall(b'kept-out-of-later-jobs-4(.)', mem.read(hi - lo)).count(b'2')\n"
+            "        except (OSError, OverflowError, ValueError):\n"
+            "            pass\n"
+            "print(found)"
+        )
+        results = box.run_batch([Job(deep), Job(fill), Job(secret), Job(hunt), Job("print(6 * 7)")])
+        assert results[0].ok and results[0].stdout == b"deep\n", results[0]
+        assert results[1].killed_reason == "disk_quota", results[1]
+        assert results[2].stdout == b"kept-out-of-later-jobs-42\n"
+        assert results[3].ok and results[3].stdout == b"0\n", results[3]  # the zygote holds no job's data
+        assert results[4].ok and results[4].stdout == b"42\n"
+        assert box.stats()["worker_restarts"] == 0
+    assert [n for n in os.listdir(work_dir) if n.startswith("rlvr-sandbox-")] == []

@@ -38,6 +38,14 @@ turn it on with `CodeConfig(partial_credit=True)` or per item with `Item.extra["
 `Item.extra["timeout_s"]` overrides the per-test time limit.  In all-or-nothing mode the remaining
 stdin/stdout tests of an item are cancelled once one fails.
 
+Bounds on the trusted side: a test's stdout may be at most `output_cap_factor` x its expected output plus
+`output_cap_slack_bytes` (a correct answer padded with megabytes of whitespace is killed, `wrong`, with the
+cap in `detail`), and it is compared line by line, never normalised whole; a judged run's output is
+dropped at once.  An item may use `item_timeout_s` of sandbox time in all (its tests together, or its one
+call-mode run); the rest of its tests are then `timeout`.  That budget stays below the pool's per-item
+timeout (the pool exports RLVR_CODE_ITEM_TIMEOUT_S to its actors), so one slow item never holds an actor
+for minutes.
+
 The sandbox (rlvr_verifiers.sandbox) starts on first use or on `warm_up()`; its configuration comes from
 `SandboxConfig.from_env()` (RLVR_SANDBOX_* variables) unless `configure()` is called first.
 `isolation_report()` returns the sandbox's layer report (the pool logs it when isolation is weaker).
@@ -47,8 +55,10 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import itertools
 import json
 import math
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -60,14 +70,42 @@ from rlvr_verifiers.registry import Verifier, register
 from rlvr_verifiers.sandbox import Job, RunResult, Sandbox, SandboxConfig, SandboxUnavailable
 
 
+def _default_item_timeout() -> float:
+    value = os.environ.get("RLVR_CODE_ITEM_TIMEOUT_S")
+    if not value:
+        return 20.0
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"RLVR_CODE_ITEM_TIMEOUT_S must be a number of seconds, got {value!r}") from None
+
+
 @dataclass
 class CodeConfig:
     timeout_per_test_s: float = field(
         default=5.0,
-        metadata={"help": "Wall-clock limit of one test, seconds (call mode: times the test count)."},
+        metadata={
+            "help": "Wall-clock limit of one test, seconds (call mode: times the test count, within "
+            "item_timeout_s)."
+        },
     )
-    call_timeout_cap_s: float = field(
-        default=60.0, metadata={"help": "Upper bound on one call-mode run (all calls of an item), seconds."}
+    item_timeout_s: float = field(
+        default_factory=_default_item_timeout,
+        metadata={
+            "help": "Sandbox time one item may use, all its tests together (call mode: its one run); the "
+            "rest of its tests then count as `timeout`. Keep it below the pool's item_timeout_s (the pool "
+            "sets RLVR_CODE_ITEM_TIMEOUT_S in its actors to 2/3 of it). Default 20 s or that variable."
+        },
+    )
+    output_cap_factor: float = field(
+        default=2.0,
+        metadata={
+            "help": "A test's stdout may be at most this many times its expected output, plus "
+            "output_cap_slack_bytes; more kills the run (the padding is never kept or compared)."
+        },
+    )
+    output_cap_slack_bytes: int = field(
+        default=64 << 10, metadata={"help": "Bytes of stdout allowed beyond output_cap_factor x expected."}
     )
     partial_credit: bool = field(
         default=False, metadata={"help": "Score = fraction of tests passed instead of all-or-nothing."}
@@ -79,6 +117,17 @@ class CodeConfig:
     max_tests: int = field(
         default=1000, metadata={"help": "Items with more tests are `invalid_input` (no silent truncation)."}
     )
+
+    def __post_init__(self) -> None:
+        if not (self.timeout_per_test_s > 0 and self.item_timeout_s > 0):
+            raise ValueError("CodeConfig.timeout_per_test_s and item_timeout_s must be > 0")
+        if self.output_cap_factor < 1 or self.output_cap_slack_bytes < 0:
+            raise ValueError("CodeConfig.output_cap_factor must be >= 1 and output_cap_slack_bytes >= 0")
+
+    def stdout_cap(self, expected: str) -> int:
+        """The stdout a test may print, from its expected output (bytes)."""
+        size = len(expected.encode("utf-8", "surrogateescape"))
+        return int(size * self.output_cap_factor) + self.output_cap_slack_bytes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,8 +253,35 @@ def normalize_stdout(text: str) -> list[list[str]]:
     return [line.split() for line in text.strip().splitlines()]
 
 
+# the line breaks of str.splitlines()
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _token_lines(text: str):
+    """normalize_stdout(text), one line at a time: no list of the whole output is ever built."""
+    pos, started, blanks = 0, False, 0
+    ends = itertools.chain((m.span() for m in _LINE_BREAK.finditer(text)), [(len(text), len(text))])
+    for start, end in ends:
+        if start == end == len(text) and pos >= len(text):
+            break
+        tokens = text[pos:start].split()
+        pos = end
+        if not tokens:
+            blanks += started  # leading blank lines are dropped, trailing ones never flushed
+            continue
+        started = True
+        yield from ([] for _ in range(blanks))
+        blanks = 0
+        yield tokens
+
+
 def stdout_matches(actual: bytes, expected: str) -> bool:
-    return normalize_stdout(actual.decode("utf-8", "replace")) == normalize_stdout(expected)
+    """Whitespace-normalised equality (see normalize_stdout), compared line by line."""
+    missing = object()
+    pairs = itertools.zip_longest(
+        _token_lines(actual.decode("utf-8", "replace")), _token_lines(expected), fillvalue=missing
+    )
+    return all(a == b for a, b in pairs)
 
 
 def values_equal(got: Any, expected: Any) -> bool:
@@ -292,6 +368,11 @@ def judge_stdio(result: RunResult, expected: str) -> _Outcome:
         return "sandbox_error", result.sandbox_error
     if result.timed_out:
         return "timeout", "time limit exceeded"
+    if result.killed_reason == "output_limit" and result.stdout_limit is not None:
+        return (
+            "fail",
+            f"killed: stdout over its cap of {result.stdout_limit} bytes (from the expected output)",
+        )
     if result.killed_reason:
         return "fail", f"killed ({result.killed_reason})"
     if result.exit_code != 0:
@@ -480,13 +561,31 @@ class CodeVerifier(Verifier):
         lazy: dict[int, list[Any]] = {}
         failed: set[int] = set()
         workers = max(1, int(getattr(sandbox.config, "workers", 1) or 1))
+        # Sandbox time each item has used (the wall time of its finished runs): an item may use
+        # item_timeout_s in all, so one slow item holds its actor for that long at most, never minutes.
+        budget = self.config.item_timeout_s
+        used: dict[int, float] = {}
 
         def send(index: int, t: int, source: str, stdin: str, timeout: float) -> None:
-            future = sandbox.submit(
-                Job(source, stdin=stdin.encode("utf-8", "surrogateescape"), timeout_s=timeout)
+            expected = (info[index][0].expected_stdout or [])[t]
+            job = Job(
+                source,
+                stdin=stdin.encode("utf-8", "surrogateescape"),
+                timeout_s=max(0.05, min(timeout, budget - used[index])),
+                stdout_limit_bytes=self.config.stdout_cap(expected),
             )
+            future = sandbox.submit(job)
             owners[future] = (index, t)
             per_item[index].append(future)
+
+        def exhaust(index: int) -> None:
+            """The item used its whole budget: its tests not yet judged are timeouts; nothing more runs."""
+            failed.add(index)
+            lazy.pop(index, None)
+            for other in per_item[index]:
+                other.cancel()
+            detail = f"the item used its time budget of {budget:g}s"
+            outcomes[index] = [o if o is not None else ("timeout", detail) for o in outcomes[index]]
 
         def send_next(index: int) -> bool:
             state = lazy.get(index)
@@ -497,6 +596,9 @@ class CodeVerifier(Verifier):
             if t >= len(inputs):
                 del lazy[index]
                 return False
+            if used[index] >= budget:
+                exhaust(index)
+                return False
             state[2] = t + 1
             send(index, t, source, inputs[t], timeout)
             return True
@@ -504,10 +606,14 @@ class CodeVerifier(Verifier):
         for index, tests, source, timeout, partial, _fenced in plans:
             outcomes[index] = [None] * len(tests)
             per_item[index] = []
-            if tests.fn_name is not None:
-                budget = min(timeout * len(tests) + 1.0, max(self.config.call_timeout_cap_s, timeout + 1.0))
+            used[index] = 0.0
+            if tests.fn_name is not None:  # one run for all calls, within the item's budget
                 job = Job(
-                    source, timeout_s=budget, mode="call", fn_name=tests.fn_name, call_args=tests.call_args
+                    source,
+                    timeout_s=min(timeout * len(tests) + 1.0, budget),
+                    mode="call",
+                    fn_name=tests.fn_name,
+                    call_args=tests.call_args,
                 )
                 future = sandbox.submit(job)
                 owners[future] = (index, -1)
@@ -532,11 +638,13 @@ class CodeVerifier(Verifier):
         while pending:
             done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
-                index, t = owners[future]
+                index, t = owners.pop(future)
+                per_item[index].remove(future)  # judged results are not kept (a batch's outputs add up)
                 tests, partial, fenced = info[index]
                 if future.cancelled():
                     continue
                 result = future.result()
+                used[index] += result.wall_s
                 if t < 0:
                     judged = judge_call(result, tests)
                     if isinstance(judged, str):
@@ -550,12 +658,17 @@ class CodeVerifier(Verifier):
                     outcomes[index] = [_unparsable(o, fenced) for o in judged]
                 else:
                     outcome = _unparsable(judge_stdio(result, (tests.expected_stdout or [])[t]), fenced)
+                    if outcome[0] == "timeout" and used[index] >= budget:
+                        outcome = ("timeout", f"the item used its time budget of {budget:g}s")
                     outcomes[index][t] = outcome
+                    del result
                     if outcome[0] != "pass" and not partial:
                         failed.add(index)
                         lazy.pop(index, None)
                         for other in per_item[index]:
                             other.cancel()  # all-or-nothing: the item already failed
+                    elif used[index] >= budget and None in outcomes[index]:
+                        exhaust(index)
                     elif send_next(index):
                         pending.add(per_item[index][-1])
             top_up()

@@ -222,7 +222,8 @@ class PoolConfig:
 
     def actor_env(self) -> dict[str, str]:
         """Each actor's environment: its sandbox and sympy worker processes sized to its CPU share
-        (ceil(cpus_per_actor x actor_concurrency), at least 1); the same variables set in this process
+        (ceil(cpus_per_actor x actor_concurrency), at least 1), the code verifier's per-item budget
+        (RLVR_CODE_ITEM_TIMEOUT_S, 2/3 of item_timeout_s); the same variables set in this process
         (a job's env_vars, `RLVR_SANDBOX_WORKERS=4 rlvr score ...`) override that, and `env` overrides
         both. Left to their own defaults (one per core of the node), every actor would start a full set,
         and N actors on N cores would run N^2 worker processes that fight for the same cores."""
@@ -230,6 +231,12 @@ class PoolConfig:
         env = {
             name: os.environ.get(name) or share for name in ("RLVR_SANDBOX_WORKERS", "RLVR_SYMBOLIC_WORKERS")
         }
+        # The code verifier bounds each item's sandbox time below this pool's per-item timeout, so an item
+        # is judged `timeout` by its verifier (and its chunk mates scored) before the actor is declared
+        # wedged and killed.
+        env["RLVR_CODE_ITEM_TIMEOUT_S"] = (
+            os.environ.get("RLVR_CODE_ITEM_TIMEOUT_S") or f"{self.item_timeout_s * 2 / 3:g}"
+        )
         env.update({str(k): str(v) for k, v in self.env.items()})
         return env
 

@@ -21,19 +21,36 @@ A `Job` runs in one of two harness modes (see rlvr_verifiers.sandbox_worker):
 How it works
 - `workers` small dedicated processes are started from the real interpreter (`os.path.realpath` of
   sys.executable, never a pyenv shim) with `-I` and an EMPTY environment, so no secret of this process
-  is in their environment or memory.  Each is non-dumpable and a child subreaper, compiles its seccomp
-  filter once, and forks ONE child per job (forking from a small process costs ~1-2 ms; never fork from
-  a big Ray actor).
-- The child: its own session; rlimits (AS, CPU, FSIZE, NOFILE, NPROC, CORE=0); a dedicated non-root uid
-  per worker (claimed host-wide from `job_uid_base`.., when running as root); no_new_privs; Landlock (writes only in
-  its fresh job dir, reads only in the interpreter's and system library dirs, TCP bind/connect denied
-  with ABI >= 4, signals and abstract unix sockets scoped with ABI >= 6); seccomp (socket()/socketpair()
-  only AF_UNIX stream/seqpacket, no connect(), no namespaces, mounts, ptrace, process_vm_*, io_uring, bpf,
-  keyrings, kill() of negative pids or the worker, ...).
-- The worker: feeds stdin, reads stdout/stderr/results through pipes with byte caps (a flood is
-  truncated and the job killed), kills the session at the wall-clock deadline, polls the job dir size,
-  then sweeps every leftover process (daemons that double-forked out of the session are reparented to
-  the subreaper; with a dedicated uid, `kill(-1)` as that uid gets everything) and removes the job dir.
+  is in their environment or memory.  Each worker (the "manager") talks to this process and, before its
+  first job, forks a ZYGOTE that never holds any job's data: per job the zygote only receives the job's
+  pipe fds and forks the child; the child reads its source, call arguments and stdin itself, from the head
+  of its own stdin pipe, after the fork.  So a job's memory holds the zygote's (no earlier job's source,
+  input, output or result lines) and its own, nothing else.  The manager, which does hold job data (it
+  feeds stdin and reads the outputs), never forks a job.
+- Where the kernel allows (root, as in the trainer image): the zygote is init of its own PID namespace and
+  lives in its own mount, network, IPC and UTS namespaces.  Its root is a minimal read-only tmpfs holding
+  only the read paths (the interpreter, its stdlib, the system libraries, a few /dev nodes) bind-mounted
+  read-only at their own paths, a fresh /proc of the PID namespace (hidepid), and /job: every job gets a
+  fresh tmpfs there, of `disk_limit_bytes` / `max_files` inodes.  No host file outside the read paths
+  exists for a job (not even for stat() or inotify), its network namespace has no host socket and its own
+  abstract unix names, and it sees no host pid.  Each worker also has a job cgroup (v1 or v2, where
+  writable): memory for the job's whole process tree (memfd and tmpfs pages included), pids, and CPU
+  (1 CPU, equal shares between jobs), so no job can starve a neighbour or push the host into OOM.
+- The child: its own session; the job cgroup; rlimits (AS, CPU, FSIZE, NOFILE, NPROC, CORE=0); a dedicated
+  non-root uid per worker (claimed host-wide from `job_uid_base`.., when running as root) with no
+  capability left; no_new_privs; Landlock (writes only in its job dir, reads only in the read paths, TCP
+  bind/connect denied with ABI >= 4, signals and abstract unix sockets scoped with ABI >= 6); seccomp
+  (socket()/socketpair() only AF_UNIX stream/seqpacket, no connect(), no namespaces, mounts, ptrace,
+  process_vm_*, io_uring, bpf, keyrings, kill() of negative pids, 0 or the zygote, ...).  In call mode the
+  harness serialises results with an encoder bound before the job's code runs (C-level methods of the
+  builtin types, never json.JSONEncoder or a builtins name looked up at call time).
+- The manager feeds stdin, reads stdout/stderr/results through pipes with byte caps (a flood is truncated
+  and the job killed; `Job.stdout_limit_bytes` tightens the cap per job), and kills the job at the
+  wall-clock deadline.  The zygote watches the job dir (a full tmpfs, or a host dir over its quota, is
+  `disk_quota`), reaps the job, reads the cgroup's OOM and limit counters (`memory_limit`), sweeps every
+  leftover process (as init of the PID namespace: kill(-1); else the job's group, the uid, the cgroup and
+  the subreaper's children) and drops the job dir (unmounts the tmpfs, or removes the host dir
+  iteratively: any depth, bounded, never recursing).
 
 Fail closed.  At start every worker PROBES each layer in a real child (a layer counts only if a forbidden
 action fails under it) and reports `layer -> active/missing + reason` (`isolation_report()`).  If a
@@ -41,39 +58,44 @@ layer named in `SandboxConfig.require` (default: all of them) is missing, `Sandb
 `SandboxUnavailable` naming the layer and the knob.  To accept weaker isolation, say so explicitly:
 `require=` a smaller tuple, or `allow_weaker_isolation=True`; the missing layers are then logged at
 WARNING with every batch and carried by every RunResult (`weaker_isolation`), so a pool can report them.
+Where namespaces are not allowed (a non-root pod, gVisor) the report names `mount_ns`, `net_ns`, `pid_ns`,
+`ipc_ns` (and `cgroup` where no controller is writable) as missing, with the reason; jobs then use host
+job dirs (size polled) and the per-process limits, and RLVR_SANDBOX_REQUIRE decides whether that runs.
 A job whose child cannot apply an enforced layer does not run (exit 125, `sandbox_error`).
 
-What it covers (each has a test in tests/verifiers/test_sandbox_threats.py): CPU loops that ignore
-signals, memory bombs (at once and incremental), fork bombs, filling the disk, writing/deleting/reading
-outside the job dir (/etc/passwd included), secrets in the environment and /proc/*/environ, TCP/UDP and
-abstract unix sockets to loopback, external network, gigabyte stdout floods, killing the parent or
-kill(-1), daemonized double-fork children outliving the job, user namespaces, raw disk reads, and
-/proc/<ppid>/mem.
+What it covers (each has a test in tests/verifiers/test_sandbox_threats.py, test_sandbox_neighbours.py
+or test_sandbox_host_view.py): CPU loops that ignore signals, memory bombs (at once, incremental, in
+memfds, spread over forked children), fork bombs, filling the disk (deleted-but-open files included),
+writing/deleting/reading outside the job dir (/etc/passwd included), stat() and inotify of root-only host
+dirs, secrets in the environment and /proc/*/environ, TCP/UDP and abstract unix sockets to loopback,
+squatting the host's abstract socket names, the host's sockets in /proc/net, probing host pids, external
+network, gigabyte stdout floods, killing the parent or kill(-1), daemonized double-fork children
+outliving the job, user namespaces, raw disk reads, /proc/<ppid>/mem, an earlier job's source, output or
+results read from memory, 63 spinning children starving a neighbour, and 1,500 nested dirs in the job dir.
 
 What a job cannot do, by design: open sockets other than AF_UNIX stream pairs, write outside its job dir
-(so `multiprocessing`, whose semaphores live in /dev/shm, fails), execute programs outside the library
-dirs (so `subprocess` of /bin tools fails), use SysV IPC or message queues.  Threads, `os.fork`, files in
-the cwd/TMPDIR, and every stdlib module work; competitive-programming idioms (`sys.stdin.buffer`,
-`open(0)`, `threading.stack_size` + a main thread, deep recursion) behave as under `python -c`.
+(so `multiprocessing`, whose semaphores live in /dev/shm, fails), execute programs (nothing but the read
+paths exists, and `subprocess` of /bin tools fails), use SysV IPC or message queues, use more than one
+CPU.  Threads, `os.fork`, files in the cwd/TMPDIR, and every stdlib module work; competitive-programming
+idioms (`sys.stdin.buffer`, `open(0)`, `threading.stack_size` + a main thread, deep recursion) behave as
+under `python -c`.
 
 What it does NOT cover:
 - kernel exploits (the child still has the whole syscall surface that seccomp allows), CPU side
   channels (Spectre-class), timing channels, and denial of service through shared kernel resources that
-  rlimits do not bound (page cache, dentries, pipe buffers);
-- isolation between jobs of one worker beyond fork: a job is a fork of its worker, so it can read memory
-  the worker freed (earlier jobs' sources, inputs and outputs in that worker; never expected outputs,
-  which never enter a worker);
-- reads of world-readable files under the allowed library dirs (the interpreter, /usr/lib, ...);
+  neither rlimits nor the cgroup bound (dentries, pipe buffers);
+- reads of world-readable files under the read paths (the interpreter, /usr/lib, ...);
 - connecting to pathname unix sockets is blocked only by seccomp (no connect()); Landlock ABI 7 has no
-  rule for it;
-- a hard memory bound for runtimes that reserve huge virtual memory (RLIMIT_AS breaks JVM/Go; use a
-  cgroup or pod limit there) and a hard disk quota (the job dir size is polled every 100 ms; files are
-  bounded by RLIMIT_FSIZE);
+  rule for it (and in the minimal root no host socket path exists);
+- without namespaces (non-root): stat() of host paths, /proc/net, pid probing and abstract names are
+  bounded only by what Landlock and seccomp mediate, the disk quota is polled (deleted-but-open files
+  escape it) and memory is bounded per process (RLIMIT_AS); the report says so;
+- a hard memory bound for runtimes that reserve huge virtual memory (RLIMIT_AS breaks JVM/Go) where there
+  is no cgroup;
 - RLIMIT_NPROC when not running as root (the kernel ignores it for root, and a shared uid counts other
   processes): the `uid` layer is then reported missing;
-- a worker killed by SIGKILL leaves its job's grandchildren running until the worker is restarted (at
-  once, by the dispatcher): the new worker's first act is `kill(-1)` as its dedicated uid.  The job's
-  main process dies with the worker (PR_SET_PDEATHSIG).
+- a worker killed by SIGKILL: its zygote and jobs die with it (parent-death signal; the PID namespace
+  dies with its init), and its job cgroup is removed by the next worker that starts on the host.
 """
 
 from __future__ import annotations
@@ -114,6 +136,12 @@ LAYERS: tuple[str, ...] = (
     "output_cap",  # byte caps on stdout/stderr/results
     "disk_quota",  # job dir size polled, RLIMIT_FSIZE per file
     "sweep",  # every leftover process killed after each job
+    "zygote",  # jobs fork from a process that never held any job's data
+    "mount_ns",  # own mount namespace: a minimal read-only root (interpreter, stdlib, system libraries)
+    "net_ns",  # own network namespace: no host sockets, private abstract unix names
+    "pid_ns",  # own PID namespace: no host pid visible; the zygote is its init
+    "ipc_ns",  # own IPC namespace
+    "cgroup",  # one cgroup per worker's job: memory (memfd/tmpfs included), pids, CPU for the whole tree
 )
 
 MODES = ("script", "call")
@@ -198,6 +226,20 @@ class SandboxConfig:
     work_dir: str = field(
         default_factory=tempfile.gettempdir, metadata={"help": "Where workers create their job dirs."}
     )
+    namespaces: bool = field(
+        default=True,
+        metadata={
+            "help": "Give jobs their own mount (minimal read-only root, tmpfs job dir), network, PID and IPC "
+            "namespaces where the kernel allows. False: jobs see the host (those layers are reported missing)."
+        },
+    )
+    cgroups: bool = field(
+        default=True,
+        metadata={
+            "help": "Account each job's whole process tree in a cgroup (memory incl. memfd/tmpfs, pids, "
+            "1 CPU) where one is writable. False: per-process limits only (the layer is reported missing)."
+        },
+    )
     extra_read_paths: tuple[str, ...] = field(
         default=(), metadata={"help": "More paths jobs may read (Landlock), e.g. a site-packages dir."}
     )
@@ -268,6 +310,7 @@ class Job:
     fn_name: str | None = None
     call_args: list[list[Any]] | None = None  # call mode: one argument list per call (JSON values only)
     nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    stdout_limit_bytes: int | None = None  # a tighter stdout cap for this job (never above the config's)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -286,7 +329,7 @@ class RunResult:
     stderr: bytes
     harness_output: bytes  # call mode: the nonce-tagged JSON lines of the harness (decode in the caller)
     timed_out: bool
-    killed_reason: str | None  # timeout | output_limit | disk_quota | setup_failed | None
+    killed_reason: str | None  # timeout | output_limit | disk_quota | memory_limit | setup_failed | None
     wall_s: float
     cpu_s: float | None = None
     max_rss_kb: int | None = None
@@ -294,6 +337,7 @@ class RunResult:
     sandbox_error: str | None = None  # the sandbox failed (not the program): worker died, setup failed
     nonce: str = ""
     weaker_isolation: tuple[str, ...] = ()  # missing layers that the config accepted
+    stdout_limit: int | None = None  # the stdout cap this job ran under (bytes)
 
     @property
     def ok(self) -> bool:
@@ -351,6 +395,9 @@ class _Worker:
             "max_open_files": cfg.max_open_files,
             "max_processes": cfg.max_processes,
             "extra_read_paths": list(cfg.extra_read_paths),
+            "start_timeout_s": cfg.start_timeout_s,
+            "namespaces": cfg.namespaces,
+            "cgroups": cfg.cgroups,
         }
         self.send({"op": "init", "config": worker_config})
         header, _ = self.receive(cfg.start_timeout_s)
@@ -400,6 +447,7 @@ class _Worker:
             "timeout_s": timeout_s,
             "nonce": job.nonce,
             "fn_name": job.fn_name,
+            "stdout_limit": job.stdout_limit_bytes,
         }
         args = json.dumps(job.call_args, allow_nan=False).encode() if job.mode == "call" else b""
         self.send(header, (job.source.encode("utf-8", "surrogateescape"), job.stdin, args))
@@ -653,6 +701,7 @@ class Sandbox:
             else None,
             nonce=job.nonce,
             weaker_isolation=self._weaker,
+            stdout_limit=header.get("stdout_limit"),
         )
 
     def _restart(self, worker: _Worker) -> None:
