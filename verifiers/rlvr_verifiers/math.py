@@ -128,21 +128,71 @@ class NotAlgebraic(Exception):
 
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])\s*")
-_ANSWER_RE = re.compile(r"\banswer\b\s*(?:\*\*)?\s*(?:is\b|:|=)", re.IGNORECASE)
-_TRAILING_IS_RE = re.compile(r"(?:\bis|\bare|\bequals|=)\s*([^=\n]+?)\s*$", re.IGNORECASE)
+# Answer markers: "answer is X", "Answer: X", "answer = X", GSM8K's "#### X", and "Answer $X$" /
+# "Final Answer \[X\]" at the start of a line (math right after the word).
+_ANSWER_RE = re.compile(
+    r"\banswer\b\s*(?:\*\*)?\s*(?:is\b|:|=)"
+    r"|(?:^|\n)[ \t>#*]*(?:final\s+)?answer\b(?:\*\*)?[ \t]*(?=\$|\\\[|\\\()"
+    r"|####",
+    re.IGNORECASE,
+)
 _MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
-_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,{}\[\]\\a-zA-Z=<>|!_:]*$")
+_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
+# Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
+# '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
+_SENTENCE_SCAN_RE = re.compile(
+    r"\$\$.*?\$\$|(?<!\\)\$[^$\n]*(?<!\\)\$|\\\(.*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n", re.DOTALL
+)
+# Closing sentences that carry no answer (Minerva's "I hope it is correct.").
+_FILLER_RE = re.compile(
+    r"\s*(?:i hope (?:it|this|that|my answer) (?:is|was) (?:correct|right|helpful)|(?:i )?hope (?:this|it|that) helps"
+    r"|good luck|let me know\b[^.!?]*|thank you|thanks|feel free\b[^.!?]*|please\b[^.!?]*)\s*[.!]?\s*",
+    re.IGNORECASE,
+)
+# Words that make a prose statement a hedge or a qualification: no answer is read from it.
+_HEDGE_RE = re.compile(
+    r"\b(?:or|not|no|nor|never|maybe|perhaps|possibly|probably|either|might|could|unless|except|"
+    r"approximately|about|around|roughly|nearly|almost|between|guess|unsure|unclear|if|assuming)\b|n't\b",
+    re.IGNORECASE,
+)
+# A value in prose: a math segment, or a bare number (thousands commas, decimals, percent).
+_CANDIDATE_RE = re.compile(
+    r"\$\$(.+?)\$\$|(?<!\\)\$([^$]+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
+    r"|(?<![\w.\\^_])([-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:\\?%|percent\b))?)",
+    re.DOTALL,
+)
+_LIST_GAP_RE = re.compile(r"\s*(?:,|;|&|,?\s*\band\b)\s*", re.IGNORECASE)
+# Text right before a value that makes it an operand, not a result ("3 times 4", "20% of 50").
+_OPERAND_BEFORE_RE = re.compile(
+    r"(?:[-+*/\u00d7\u00f7^]|\\times|\\cdot|\\div|\btimes|\bplus|\bminus|\bdivided by|\bmultiplied by|\bover"
+    r"|\bout of|\bper|(?:\d|%|percent)\s+of)\s*$",
+    re.IGNORECASE,
+)
+_QUALIFIER_AFTER = {"less", "more", "than", "fewer", "greater", "smaller", "larger", "times", "per", "of",
+                    "out", "plus", "minus", "over", "under", "at", "least", "most", "each", "divided"}
+# Between two boxes that form one answer only connectives may stand ("\boxed{2} and \boxed{3}").
+_BOX_GAP_WORDS = {"and", "or", "for", "part", "parts", "also", "respectively"}
+_BOX_GAP_DENY = {"no", "not", "wait", "but", "actually", "instead", "wrong", "incorrect", "correct", "so",
+                 "therefore", "thus", "hence", "answer", "final", "is", "was", "then", "than", "check",
+                 "recheck", "mistake", "oops", "hmm", "earlier", "previous", "before", "correction"}
+MAX_JOINED_BOXES = 20
+MAX_PHRASE_CHARS = 3000
 
 
 class Unclosed(Exception):
     pass
 
 
-def _braced(text: str, start: int) -> tuple[str, int]:
-    """Content of the brace group opening at text[start] == '{' and the index after it."""
+class Ambiguous(Exception):
+    """The response states more than one final answer, or qualifies it: it is not paid (parse_error)."""
+
+
+def _braced(text: str, start: int, limit: int | None = None) -> tuple[str, int]:
+    """Content of the brace group opening at text[start] == '{' and the index after it (closing before
+    `limit` when given)."""
     depth = 0
     i = start
-    n = len(text)
+    n = len(text) if limit is None else min(limit, len(text))
     while i < n:
         c = text[i]
         if c == "\\":
@@ -158,20 +208,56 @@ def _braced(text: str, start: int) -> tuple[str, int]:
     raise Unclosed
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{}`-style group; None if there is none; Unclosed if it never closes."""
-    last = None
-    for match in _BOX_RE.finditer(text):  # linear scan; keep the last
-        last = match
-    if last is None:
-        return None
-    i = last.end()
+def _box_content(text: str, i: int, limit: int | None = None) -> tuple[str, int]:
     if i < len(text) and text[i] == "{":
-        return _braced(text, i)[0]
-    m = re.match(r"[^\s$]+", text[i:])
-    if not m:
+        return _braced(text, i, limit)
+    m = re.compile(r"[^\s$]+").match(text, i)
+    if not m or (limit is not None and m.end() > limit):
         raise Unclosed
-    return m.group(0)
+    return m.group(0), m.end()
+
+
+def _boxes_join(gap: str) -> bool:
+    """Whether the text between two boxes only connects them ("\\quad \\text{and} \\quad", ", ")."""
+    if len(gap) > 80 or re.search(r"\d|=", gap):
+        return False
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", _unwrap_text(gap).replace("\\quad", " ").replace("\\qquad", " ").replace("\\text", " "))]
+    words = [w for w in words if w not in ("quad", "qquad", "text", "mbox", "textrm")]
+    if any(w in _BOX_GAP_DENY for w in words):
+        return False
+    other = [w for w in words if w not in _BOX_GAP_WORDS and len(w) > 1]
+    return len(words) <= 6 and (not other or (len(other) == 1 and ("and" in words or "or" in words)))
+
+
+def _boxed_with_end(text: str) -> tuple[str, int] | None:
+    """The final boxed answer and where it ends. Boxes joined only by connectives form one answer
+    (a list, in order); otherwise the last box wins. None if there is no box; Unclosed if the last one
+    never closes."""
+    matches = list(_BOX_RE.finditer(text))  # linear scan
+    if not matches:
+        return None
+    last = matches[-1]
+    content, end = _box_content(text, last.end())
+    parts = [content]
+    later_start = last.start()
+    for m in reversed(matches[-1 - MAX_JOINED_BOXES : -1]):
+        try:
+            c, e = _box_content(text, m.end(), later_start)
+        except Unclosed:
+            break  # it encloses the later box (\boxed{\boxed{7}}) or is malformed
+        if not _boxes_join(text[e:later_start]):
+            break
+        parts.append(c)
+        later_start = m.start()
+    if len(parts) == 1:
+        return content, end
+    return ", ".join(p.strip() for p in reversed(parts)), end
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the final `\\boxed{}` answer (see `_boxed_with_end`); None if there is none."""
+    found = _boxed_with_end(text)
+    return None if found is None else found[0]
 
 
 def _strip_math_delims(s: str) -> str:
@@ -182,57 +268,152 @@ def _strip_math_delims(s: str) -> str:
     return s
 
 
-def _first_math_segment(ans: str) -> str:
-    """'$8$. I hope it is correct.' -> '8'. Not when more math or digits follow (a hedge like '$3$ or $5$')."""
-    m = _MATH_SEGMENT_RE.match(ans)
-    if not m:
-        return ans
-    rest = ans[m.end() :]
-    if "$" in rest or "\\(" in rest or re.search(r"\d", rest):
-        return ans
-    return next(g for g in m.groups() if g).strip()
+def _sentences(text: str) -> list[str]:
+    out, start = [], 0
+    for m in _SENTENCE_SCAN_RE.finditer(text):
+        if len(m.group()) == 1 and m.group() in ".!?\n":
+            out.append(text[start : m.start()])
+            start = m.end()
+    out.append(text[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+def _first_sentence(text: str) -> str:
+    for m in _SENTENCE_SCAN_RE.finditer(text):
+        if len(m.group()) == 1 and m.group() in ".!?\n":
+            return text[: m.start()]
+    return text
+
+
+def _drop_currency_dollars(s: str) -> str:
+    # "$18 every day": a dollar sign before a number that no second '$' closes is currency, not math.
+    return re.sub(r"(?<![\\$])\$(?=\d[\d,]*(?:\.\d+)?(?:\s|$|[,;!?]|\.(?:\s|$)))", "", s)
+
+
+def _strip_parenthetical(s: str) -> str:
+    # "15 (the number of apples)": a trailing remark in words (no digits) is not part of the answer.
+    m = re.fullmatch(r"(.*?\S)\s*\(([^()]*)\)\s*\.?", s, re.DOTALL)
+    if m and re.search(r"[A-Za-z]{2,}", m.group(2)) and not re.search(r"\d|\\", m.group(2)):
+        return m.group(1)
+    return s
+
+
+def _is_pure_math(s: str) -> bool:
+    words = re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}", _unwrap_text(s))
+    return bool(_BARE_MATH_RE.match(s)) and not words
+
+
+def _statement_value(sentence: str) -> str | None:
+    """The answer stated by one prose sentence: its last value ("there are 12 distinct sequences" ->
+    12), with a trailing unit in words; a list when values are joined by "and"/commas. None when the
+    sentence hedges or qualifies (or, not, maybe, approximately...), or the last value is an operand
+    ("3 times 4")."""
+    s = _drop_currency_dollars(sentence).strip().rstrip(" .")
+    outside = _CANDIDATE_RE.sub(" ", s)
+    if _HEDGE_RE.search(outside):
+        return None
+    cands = list(_CANDIDATE_RE.finditer(s))
+    if not cands:
+        return None
+    k = len(cands) - 1
+    while k > 0 and _LIST_GAP_RE.fullmatch(s[cands[k - 1].end() : cands[k].start()]):
+        k -= 1
+    if _OPERAND_BEFORE_RE.search(s[: cands[k].start()]):
+        return None
+    after = s[cands[-1].end() :].strip()
+    if re.search(r"[\d$\\=<>]", after):
+        return None
+    words = re.findall(r"[A-Za-z]+", after)
+    if any(w.lower() in _QUALIFIER_AFTER for w in words):
+        return None
+    values = [next(g for g in c.groups() if g).strip() for c in cands[k:]]
+    value = ", ".join(values)
+    if words and len(words) <= 3 and re.fullmatch(r"[A-Za-z\s\-]+", after):
+        value += r" \text{ " + " ".join(words) + "}"
+    return value
+
+
+def _answer_phrase(text: str, pos: int) -> str | None:
+    """The answer after a marker at `pos`: a math segment (with any segments joined to it by "and" or
+    commas), else the rest of that sentence. Ambiguous when more math follows in the same sentence."""
+    rest = _drop_currency_dollars(text[pos : pos + MAX_PHRASE_CHARS].lstrip(" \t\r\n:*").lstrip())
+    m = _MATH_SEGMENT_RE.match(rest)
+    if m:
+        values = [next(g for g in m.groups() if g).strip()]
+        end = m.end()
+        while True:
+            gap = _LIST_GAP_RE.match(rest, end)
+            nxt = _MATH_SEGMENT_RE.match(rest, gap.end()) if gap else None
+            if not nxt:
+                break
+            values.append(next(g for g in nxt.groups() if g).strip())
+            end = nxt.end()
+        tail = _strip_parenthetical("x" + _first_sentence(rest[end:]))[1:]
+        if re.search(r"\d|\$|\\\(|\\\[", tail) or _HEDGE_RE.search(tail):
+            raise Ambiguous(f"more after the answer: {rest[: end + 40]!r}")
+        if re.fullmatch(r"\s*[A-Za-z][A-Za-z ]{0,30}", tail or ""):
+            values[-1] += r" \text{ " + tail.strip() + "}"  # "$125$ miles": a unit in words
+        return ", ".join(values)
+    sentence = _strip_parenthetical(_first_sentence(rest).strip()).strip().rstrip(" .").strip("*").strip()
+    if not sentence:
+        return None
+    if _is_pure_math(sentence):
+        return sentence
+    value = _statement_value(sentence)
+    if value is None:
+        raise Ambiguous(f"the answer statement is hedged or qualified: {sentence[:80]!r}")
+    return value
+
+
+def _final_statement(text: str) -> str | None:
+    """The answer of a response's last statement (no box, no marker): the last non-empty line, less
+    closing filler ("I hope it is correct."); a math block or bare math line is taken whole, a prose
+    sentence gives its stated value (`_statement_value`)."""
+    lines = [ln.strip() for ln in text[-20_000:].rstrip().splitlines()[-4:] if ln.strip()]
+    while lines:
+        line = lines[-1]
+        if line in ("$$", "\\]") and len(lines) >= 2:
+            return _strip_math_delims(lines[-2]).rstrip(" .") or None
+        sentences = _sentences(line[-5000:])
+        while sentences and _FILLER_RE.fullmatch(sentences[-1]):
+            sentences.pop()
+        if sentences:
+            break
+        lines.pop()
+    if not lines:
+        return None
+    last = sentences[-1].strip().rstrip(" .")
+    stripped = _strip_math_delims(last)
+    if stripped != last and not re.search(r"(?<!\\)\$|\\\(|\\\[", stripped):
+        return stripped.rstrip(" .") or None
+    if _is_pure_math(last) and "$" not in last:
+        return last or None
+    return _statement_value(last)
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer in a response (see the module doc), or None. Raises Unclosed."""
-    boxed = last_boxed(text)
+    """The final answer in a response (see the module doc), or None. Raises Unclosed / Ambiguous."""
+    boxed = _boxed_with_end(text)
     if boxed is not None:
-        return boxed
+        content, end = boxed
+        # A "final answer" stated after the last box must agree with it, else the answer is ambiguous.
+        for m in _ANSWER_RE.finditer(text, end):
+            if "final" in m.group().lower():
+                try:
+                    later = _answer_phrase(text, m.end())
+                except Ambiguous:
+                    later = None
+                if later and normalize(later).text != normalize(content).text:
+                    raise Ambiguous(f"the last box {content[:40]!r} and a later final answer {later[:40]!r}")
+        return content
     last = None
     for match in _ANSWER_RE.finditer(text):
         last = match
     if last is not None:
-        ans = text[last.end() :].split("\n", 1)[0].strip().lstrip(":*").strip().strip("*").strip()
-        if ans.strip(" .:"):
-            return _first_math_segment(ans).rstrip(" .")
-    # A trailing final statement.
-    lines = [ln.strip() for ln in text.rstrip().splitlines()[-3:] if ln.strip()]
-    if not lines:
-        return None
-    line = lines[-1]
-    if line in ("$$", "\\]") and len(lines) >= 2:
-        line = lines[-2]
-        return _strip_math_delims(line).rstrip(" .")
-    stripped = _strip_math_delims(line.rstrip(" ."))
-    if stripped != line.rstrip(" .") and "$" not in stripped:
-        return stripped.rstrip(" .")
-    segs = _MATH_SEGMENT_RE.findall(line)
-    if segs:
-        text_only = _MATH_SEGMENT_RE.sub("", line)
-        seg = next(g for g in segs[-1] if g)
-        if re.search(
-            r"(?:\bis|\bare|\bequals|=|:)\s*$", text_only.split("$")[-1].rstrip(" .")
-        ) or not re.search(r"[a-zA-Z]{2,}", text_only):
-            return seg.strip()
-        if "=" in seg:
-            return seg.strip()
-        return None
-    if _BARE_MATH_RE.match(line) and not re.search(r"[a-zA-Z]{4,}", line):
-        return line.rstrip(" .")
-    m = _TRAILING_IS_RE.search(line.rstrip(" ."))
-    if m and len(m.group(1)) <= 40:
-        return m.group(1).strip()
-    return None
+        phrase = _answer_phrase(text, last.end())
+        if phrase:
+            return phrase
+    return _final_statement(text)
 
 
 # ==================================================================================================
@@ -243,7 +424,8 @@ _UNIT_WORDS = (
     "yards?|yd|miles?|mi|sq|square|units?|degrees?|deg|radians?|rad|dollars?|cents?|euros?|pounds?|"
     "lbs?|kg|grams?|kilograms?|seconds?|sec|minutes?|min|hours?|hrs?|days?|weeks?|months?|"
     "years?|liters?|litres?|ml|mph|km/h|gallons?|ounces?|oz|people|students|ways|times|"
-    "percent|points?|cups?|pages?|books?|marbles?|cookies|apples|tiles"
+    "percent|percentage|pct|points?|cups?|pages?|books?|marbles?|cookies|apples|tiles|yuan|rupees?|usd|"
+    "mg|cm3|ml|kwh|kw|watts?|volts?|amps?|joules?|newtons?|hz|kph|m/s|km/s|cents?|tons?|tonnes?"
 )
 _UNIT_TAIL_RE = re.compile(
     r"^(?P<body>.*?[\d}).])(?:\s*(?P<unit>(?:(?:square|sq\.?|cubic)\s+)?(?:" + _UNIT_WORDS + r"))"
@@ -252,7 +434,7 @@ _UNIT_TAIL_RE = re.compile(
     re.IGNORECASE,
 )
 _TEXT_CMD_RE = re.compile(
-    r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|textup|operatorname)\s*\{"
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|mathsf|mathnormal|textup|operatorname|boldsymbol|bm)\s*\{"
 )
 _THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _THOUSANDS_SPACE_RE = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
@@ -305,7 +487,7 @@ def _is_unit_text(text: str) -> bool:
 
 def _canon_unit(unit: str) -> str:
     u = re.sub(r"[\s\\{}^.]", "", unit.lower())
-    u = {"%": "percent", "deg": "degree", "circ": "degree", "°": "degree"}.get(u, u)
+    u = {"%": "percent", "pct": "percent", "percentage": "percent", "deg": "degree", "circ": "degree", "°": "degree"}.get(u, u)
     for suffix in ("es", "s"):
         if u.endswith(suffix) and len(u) > len(suffix) + 1 and u not in ("inches",):
             return u[: -len(suffix)]
@@ -330,6 +512,8 @@ def normalize(raw: str) -> Normalized:
     s = re.sub(r"(\d)\\,(?=\d{3}(?!\d))", r"\1", s)
     for cmd in (
         "\\displaystyle",
+        "\\textstyle",
+        "\\scriptstyle",
         "\\left",
         "\\right",
         "\\bigl",
@@ -344,6 +528,13 @@ def normalize(raw: str) -> Normalized:
     s = re.sub(r"\\(?:dfrac|tfrac|cfrac)(?![a-zA-Z])", r"\\frac", s)
     s = re.sub(r"(?<!\\)\\(?:,|;|:|quad|qquad| )|~", " ", s)  # not the second half of a \\ row break
     s = s.replace("\\$", "").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    s = re.sub(r"\$", " ", s).strip()  # math delimiters left inside ("$1$ and $2$"); \$ is gone already
+    s = s.replace("€", "").replace("£", "").replace("¥", "").replace("²", "^2").replace("³", "^3")
+    s = re.sub(r"\\mathrm\{e\}|\\mathrm e(?![a-zA-Z])", "e", s)
+    if "\\over" in s:
+        s = _over_to_frac(s)
+    s = _drop_membership(s)
+    s = _drop_approximation(s)
     s = re.sub(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|∅", "\\\\emptyset", s)
     unit = None
     # Degrees and percent.
@@ -375,11 +566,112 @@ def normalize(raw: str) -> Normalized:
         s = s.replace(",", "")
     elif _THOUSANDS_SPACE_RE.match(s):
         s = s.replace(" ", "")
-    label = None
-    m = re.fullmatch(r"([a-zA-Z](?:_\{?[\w]+\}?)?|\\[a-zA-Z]+)\s*=\s*([^=]+)", s)
-    if m and m.group(1) not in ("\\infty", "\\pi"):
-        label, s = m.group(1).replace("{", "").replace("}", ""), m.group(2).strip()
+    label, s = _split_label(s)
     return Normalized(s, unit, label)
+
+
+_EQ_SPLIT_RE = re.compile(r"(?<![<>!=\\])=(?!=)")
+_LABEL_CMDS = {"frac", "angle", "measuredangle", "triangle", "overline", "cdot", "vert", "lvert", "rvert", "vec"}
+
+
+def _top_level_positions(s: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """Matches of `pattern` outside (), [], {} groups."""
+    out, depth, pos = [], 0, 0
+    for m in pattern.finditer(s):
+        for c in s[pos : m.start()]:
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+        pos = m.start()
+        if depth == 0:
+            out.append(m)
+    return out
+
+
+def _label_of(lhs: str) -> str | None:
+    """The canonical name when `lhs` names what is being given (`x`, `a_{37}`, `f(x)`, `(p,q)`, `AB`,
+    `|AB|`, `A:B`, `\\frac{NO}{BO}`, `x+y`): letters, subscripts and operators, no numbers. None when
+    `lhs` is an expression with numbers (`2x+z`, `7`), which makes the whole an equation."""
+    t = lhs.strip()
+    if not t or len(t) > 40:
+        return None
+    core = re.sub(r"_\{[^{}]*\}|_\\?\w+|'|\^\{?\\prime\}?", "", t)
+    if re.search(r"\d|[=<>]", core):
+        return None
+    cmds = re.findall(r"\\([a-zA-Z]+)", core)
+    if any(c not in _GREEK and c not in _LABEL_CMDS for c in cmds):
+        return None
+    if not re.fullmatch(r"[A-Za-z\\{}()|:,+\-*/\s\[\]]*", core):
+        return None
+    if not (re.search(r"[A-Za-z]", re.sub(r"\\[a-zA-Z]+", "", core)) or any(c in _GREEK for c in cmds)):
+        return None
+    return re.sub(r"[\s{}]", "", t)
+
+
+def _split_label(s: str) -> tuple[str | None, str]:
+    """`NAME = value` -> (NAME, value); a chain `x = 5+5+1 = 11` -> (x, 11) (its value is the last
+    part). Not for lists (`k = 45, n = 2`: each item keeps its own label) nor for equations whose left
+    side is an expression with numbers (`2x+4y-3=0`)."""
+    eqs = _top_level_positions(s, _EQ_SPLIT_RE)
+    if not eqs or _top_level_positions(s, re.compile(r",")):
+        return None, s
+    if re.search(r"<|>|\\(?:le|ge|leq|geq|lt|gt|ne|neq)(?![a-zA-Z])", s):
+        return None, s
+    parts = [s[: eqs[0].start()]] + [s[a.end() : b.start()] for a, b in zip(eqs, eqs[1:])] + [s[eqs[-1].end() :]]
+    if any(not p.strip() for p in parts):
+        return None, s
+    label = _label_of(parts[0])
+    if len(parts) == 2 and label is None:
+        return None, s
+    return label, parts[-1].strip()
+
+
+def _over_to_frac(s: str) -> str:
+    """`{a \\over b}` -> `{\\frac{a}{b}}` (TeX's primitive fraction; its group is the enclosing braces)."""
+    for _ in range(20):
+        m = re.search(r"\\over(?![a-zA-Z])", s)
+        if not m:
+            break
+        depth, i = 0, m.start() - 1
+        while i >= 0:
+            if s[i] == "}":
+                depth += 1
+            elif s[i] == "{":
+                if depth == 0:
+                    break
+                depth -= 1
+            i -= 1
+        depth, j = 0, m.end()
+        while j < len(s):
+            if s[j] == "{":
+                depth += 1
+            elif s[j] == "}":
+                if depth == 0:
+                    break
+                depth -= 1
+            j += 1
+        s = s[: i + 1] + "\\frac{" + s[i + 1 : m.start()].strip() + "}{" + s[m.end() : j].strip() + "}" + s[j:]
+    return s
+
+
+def _drop_membership(s: str) -> str:
+    # "x \in [1, 2)": the variable is a label of the set it belongs to.
+    m = re.match(r"\s*(?:[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|\([a-z](?:\s*,\s*[a-z])+\))\s*\\in(?![a-zA-Z])\s*", s)
+    return s[m.end() :] if m and m.end() < len(s) else s
+
+
+def _drop_approximation(s: str) -> str:
+    """`\\frac13 \\approx 0.333` -> the exact value; `x \\approx 11` -> `x = 11`; `\\approx 11` -> 11."""
+    m = re.search(r"\\approx(?![a-zA-Z])|≈", s)
+    if not m:
+        return s
+    left, right = s[: m.start()].strip(), re.split(r"\\approx(?![a-zA-Z])|≈", s[m.end() :])[0].strip()
+    if not left:
+        return right
+    if _label_of(left) is not None and not _EQ_SPLIT_RE.search(left):
+        return f"{left} = {right}"
+    return left
 
 
 # ==================================================================================================
@@ -841,13 +1133,21 @@ def _detok(tokens: list[tuple[str, str]]) -> str:
 def parse_value(text: str, depth: int = 0) -> Any:
     if depth > 8:
         raise TooComplex("collections nested too deep")
-    m = _MATRIX_RE.fullmatch(text.strip())
+    text = text.strip()
+    wrapped = _WRAPPED_MATRIX_RE.fullmatch(text)  # \left[\begin{array}...\end{array}\right]
+    if wrapped:
+        text = wrapped.group(1)
+    m = _MATRIX_RE.fullmatch(text)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
         if not rows:
             raise ParseFailure("empty matrix")
         cells = [Collection("seq", [parse_value(c, depth + 1) for c in row.split("&")], "[]") for row in rows]
         return Collection("seq", cells, "M")
+    # Lists written with words or semicolons: "6 and 8", "19, 46, and 82", "x = 5 or x = 6", "-12; -11".
+    text = _LIST_WORD_RE.sub(", ", text)
+    if ";" in text and "," not in text:
+        text = text.replace(";", ",")
     if _WORD_RE.search(text):
         raise ParseFailure("contains a word")
     tokens = tokenize(text)
@@ -856,6 +1156,8 @@ def parse_value(text: str, depth: int = 0) -> Any:
     return _value(tokens, depth)
 
 
+_LIST_WORD_RE = re.compile(r"\s*,?\s*(?<![\\a-zA-Z])(?:and|or)(?![a-zA-Z])\s*")
+_WRAPPED_MATRIX_RE = re.compile(r"[\[(]\s*(\\begin\{([pbvB]?matrix|array)\}.*\\end\{\2\})\s*[\])]", re.DOTALL)
 _MATRIX_RE = re.compile(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 # Three or more plain letters in a row (not a \command) make the answer text, not a product of variables.
 _WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
@@ -874,6 +1176,9 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
         inner = tokens[1:-1]
         items = [_value(p, depth + 1) for p in _split_top(inner, {","})] if inner else []
         return Collection("set", items)
+    if vals[0] == "{" and vals[-1] == "}" and _outer_group_closes_at_end(tokens):
+        if len(_split_top(tokens[1:-1], {","})) > 1:  # {2, 3, 5}: plain braces only group (LaTeX hides them)
+            return _value(tokens[1:-1], depth + 1)
     if vals[0] in ("(", "[") and vals[-1] in (")", "]") and _outer_group_closes_at_end(tokens):
         parts = _split_top(tokens[1:-1], {","})
         if len(parts) > 1:
@@ -883,7 +1188,9 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
         return Collection("list", [_value(p, depth + 1) for p in parts])
     if not tokens:
         raise ParseFailure("empty item")
-    pm = _split_top(tokens, {"\\pm"})
+    pm = _split_top(tokens, {"\\pm", "\\mp"})
+    if len(pm) == 1 and ("\\pm" in vals or "\\mp" in vals):
+        return _nested_pm(tokens)
     if len(pm) == 2:  # a \pm b: the unordered pair {a + b, a - b}
         if len(_split_top(pm[1], {"+", "-"})) > 1:
             raise ParseFailure("ambiguous \\pm with a sum after it")
@@ -892,9 +1199,12 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
         return Collection("list", [Scalar(["add", a, b]), Scalar(["add", a, ["neg", b]])])
     if len(pm) > 2:
         raise ParseFailure("more than one \\pm")
-    # A labelled item inside a collection: x = 1.
-    if len(tokens) > 2 and tokens[1][1] == "=" and tokens[0][0] == "letter" and "=" not in vals[2:]:
-        return Scalar(_parse_tokens(tokens[2:]), tokens[0][1])
+    # A labelled item inside a collection: x = 1, a_{37} = 19, f(x) = 2 (a chain keeps its last part).
+    eq_parts = _split_top(tokens, {"="})
+    if len(eq_parts) > 1 and all(eq_parts) and not any(v in _REL for v in vals):
+        label = _label_of(_detok_tex(eq_parts[0]))
+        if label is not None:
+            return Scalar(_parse_tokens(eq_parts[-1]), label)
     rel_parts = _split_top(tokens, set(_REL) | {"="})
     if len(rel_parts) > 1:
         ops = [_REL.get(v, v) for v in vals if v in _REL or v == "="]
@@ -911,6 +1221,31 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
             chain.append(e)
         return Relation(chain)
     return Scalar(_parse_tokens(tokens))
+
+
+def _detok_tex(tokens: list[tuple[str, str]]) -> str:
+    return "".join(v + (" " if v.startswith("\\") else "") for _, v in tokens)
+
+
+def _nested_pm(tokens: list[tuple[str, str]]) -> Collection:
+    """`\\frac{-1 \\pm \\sqrt{13}}{4}`: one \\pm inside a group is the unordered pair of its + and -
+    readings, when no further sum follows it inside that group (else it is ambiguous)."""
+    idx = [k for k, (_, v) in enumerate(tokens) if v in ("\\pm", "\\mp")]
+    if len(idx) != 1:
+        raise ParseFailure("more than one \\pm")
+    depth = 0
+    for _, v in tokens[idx[0] + 1 :]:
+        if v in _OPEN:
+            depth += 1
+        elif v in _CLOSE:
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and v in ("+", "-"):
+            raise ParseFailure("ambiguous \\pm with a sum after it")
+    plus = tokens[: idx[0]] + [("op", "+")] + tokens[idx[0] + 1 :]
+    minus = tokens[: idx[0]] + [("op", "-")] + tokens[idx[0] + 1 :]
+    return Collection("list", [Scalar(_parse_tokens(plus)), Scalar(_parse_tokens(minus))])
 
 
 def _parse_tokens(tokens: list[tuple[str, str]]) -> list[Any]:
@@ -1275,20 +1610,27 @@ def _inf_sign(node: list[Any]) -> int:
 def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
     if isinstance(a, Scalar) and isinstance(b, Scalar):
         if a.label and b.label and a.label != b.label:
-            return False
+            # `x + y = 5` vs `y = 5 - x`: different labels, possibly the same equation.
+            ra, rb = _label_relation(a), _label_relation(b)
+            return ra is not None and rb is not None and _equations_equivalent(ra, rb)
         return _scalar_equal(a.tree, b.tree, ctx)
     if isinstance(a, Text) or isinstance(b, Text):
         return isinstance(a, Text) and isinstance(b, Text) and a.text == b.text
+    if isinstance(a, Scalar) and a.label and isinstance(b, Relation):
+        a = _label_relation(a) or a
+    if isinstance(b, Scalar) and b.label and isinstance(a, Relation):
+        b = _label_relation(b) or b
     if isinstance(a, Relation) and isinstance(b, Relation):
-        if len(a.chain) != len(b.chain):
-            return False
-        for x, y in zip(a.chain, b.chain, strict=True):
-            if isinstance(x, str) or isinstance(y, str):
-                if x != y:
-                    return False
-            elif not _scalar_equal(x, y, ctx):
-                return False
-        return True
+        if len(a.chain) == len(b.chain) and all(
+            (x == y) if isinstance(x, str) or isinstance(y, str) else _scalar_equal(x, y, ctx)
+            for x, y in zip(a.chain, b.chain, strict=True)
+        ):
+            return True
+        return _equations_equivalent(a, b)
+    if isinstance(a, Relation) and isinstance(b, Collection):
+        a = _relation_interval(a) or a
+    if isinstance(b, Relation) and isinstance(a, Collection):
+        b = _relation_interval(b) or b
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
     if isinstance(a, Collection) and isinstance(b, Collection):
@@ -1302,6 +1644,71 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
             bi = _dedupe(b.items, ctx) if b.kind == "set" else b.items
             return _unordered_equal(ai, bi, ctx)
     return False
+
+
+def _label_relation(s: Scalar) -> Relation | None:
+    """`y = 2x+3` as the equation it is (None when the label is not an expression, e.g. `(p,q)`)."""
+    try:
+        return Relation([parse_expr(s.label or ""), "=", s.tree])
+    except (ParseFailure, TooComplex, IndexError, ValueError):
+        return None
+
+
+def _equations_equivalent(a: Relation, b: Relation) -> bool:
+    """Single relations with the same solution set because one is a constant multiple of the other,
+    decided exactly: `2x+4y-3=0` == `y=-x/2+3/4` (any nonzero factor for = and !=), `x<1` == `-x>-1`
+    (a positive factor for < and <=; `x<1` != `x>1`). Only polynomial sides over the exact algebra; what
+    it cannot represent is not equal (never asks sympy)."""
+    if len(a.chain) != 3 or len(b.chain) != 3 or a.chain[1] != b.chain[1]:
+        return False
+    try:
+        da = _add(algebra(a.chain[0]), {k: -v for k, v in algebra(a.chain[2]).items()})
+        db = _add(algebra(b.chain[0]), {k: -v for k, v in algebra(b.chain[2]).items()})
+    except (NotAlgebraic, ZeroDivisionError):
+        return False
+    if not da or not db:
+        return not da and not db
+    key = next(iter(da))
+    if key not in db:
+        return False
+    c = db[key] / da[key]
+    if a.chain[1] in ("<", "<=") and c <= 0:
+        return False
+    return len(da) == len(db) and all(db.get(k) == c * v for k, v in da.items())
+
+
+def _free_vars(node: list[Any], out: set[str]) -> set[str]:
+    if node[0] == "var" and node[1] not in ("e", "i"):
+        out.add(node[1])
+    for child in node[1:]:
+        if isinstance(child, list):
+            _free_vars(child, out)
+    return out
+
+
+def _relation_interval(r: Relation) -> Collection | None:
+    """A one-variable inequality as the interval it describes: `-2 <= x < 7` -> [-2, 7), `x > 3` ->
+    (3, \\infty), `k <= 2` -> (-\\infty, 2]. None when it is not of that form."""
+    c = r.chain
+    if any(isinstance(op, str) and op not in ("<", "<=") for op in c[1::2]):
+        return None
+    neg_inf, inf = ["neg", ["inf"]], ["inf"]
+
+    def is_var(node: list[Any]) -> bool:
+        return node[0] == "var" and node[1] not in ("e", "i")
+
+    def bound(node: list[Any], var: str) -> bool:
+        return var not in _free_vars(node, set())
+
+    if len(c) == 5 and is_var(c[2]) and bound(c[0], c[2][1]) and bound(c[4], c[2][1]):
+        lo, hi, br = c[0], c[4], ("(" if c[1] == "<" else "[") + (")" if c[3] == "<" else "]")
+    elif len(c) == 3 and is_var(c[0]) and bound(c[2], c[0][1]):
+        lo, hi, br = neg_inf, c[2], "(" + (")" if c[1] == "<" else "]")
+    elif len(c) == 3 and is_var(c[2]) and bound(c[0], c[2][1]):
+        lo, hi, br = c[0], inf, ("(" if c[1] == "<" else "[") + ")"
+    else:
+        return None
+    return Collection("seq", [Scalar(lo), Scalar(hi)], br)
 
 
 def _dedupe(items: list[Any], ctx: _Ctx) -> list[Any]:
@@ -1390,9 +1797,9 @@ def check(
         return Verdict(0.0, WRONG, f"choice {got or resp_norm.text[:40]!r} != {letter}")
     if ref.norm.unit and resp_norm.unit and ref.norm.unit != resp_norm.unit:
         return Verdict(0.0, WRONG, f"unit {resp_norm.unit!r} != {ref.norm.unit!r}")
-    if ref.norm.label and resp_norm.label and ref.norm.label != resp_norm.label:
-        return Verdict(0.0, WRONG, f"label {resp_norm.label!r} != {ref.norm.label!r}")
-    if resp_norm.text == ref.norm.text:
+    if resp_norm.text == ref.norm.text and (
+        not (ref.norm.label and resp_norm.label) or ref.norm.label == resp_norm.label
+    ):
         return Verdict(1.0, OK, "identical")
     resp = _prepare(response_answer)
     for side in (ref, resp):
@@ -1459,6 +1866,8 @@ class MathVerifier(Verifier):
             answer = extract_answer(item.response)
         except Unclosed:
             return Verdict(0.0, PARSE_ERROR, "last \\boxed{ is never closed")
+        except Ambiguous as exc:
+            return Verdict(0.0, PARSE_ERROR, f"ambiguous final answer: {exc}")
         if answer is None or not answer.strip():
             return Verdict(0.0, PARSE_ERROR, "no final answer found")
         timeout_s = (
