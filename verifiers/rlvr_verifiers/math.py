@@ -136,12 +136,12 @@ _ANSWER_RE = re.compile(
     r"|####",
     re.IGNORECASE,
 )
-_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$((?:[^$\\]|\\.)+)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
 _BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
 # Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
 # '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
 _SENTENCE_SCAN_RE = re.compile(
-    r"\$\$.*?\$\$|(?<!\\)\$[^$\n]*(?<!\\)\$|\\\(.*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n", re.DOTALL
+    r"\$\$.*?\$\$|(?<!\\)\$(?:[^$\\\n]|\\.)*\$|\\\(.*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n", re.DOTALL
 )
 # Closing sentences that carry no answer (Minerva's "I hope it is correct.").
 _FILLER_RE = re.compile(
@@ -157,7 +157,7 @@ _HEDGE_RE = re.compile(
 )
 # A value in prose: a math segment, or a bare number (thousands commas, decimals, percent).
 _CANDIDATE_RE = re.compile(
-    r"\$\$(.+?)\$\$|(?<!\\)\$([^$]+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
+    r"\$\$(.+?)\$\$|(?<!\\)\$((?:[^$\\]|\\.)+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
     r"|(?<![\w.\\^_])([-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:\\?%|percent\b))?)",
     re.DOTALL,
 )
@@ -398,7 +398,7 @@ def extract_answer(text: str) -> str | None:
         content, end = boxed
         # A "final answer" stated after the last box must agree with it, else the answer is ambiguous.
         for m in _ANSWER_RE.finditer(text, end):
-            if "final" in m.group().lower():
+            if "final" in text[max(0, m.start() - 12) : m.end()].lower():
                 try:
                     later = _answer_phrase(text, m.end())
                 except Ambiguous:
@@ -566,6 +566,9 @@ def normalize(raw: str) -> Normalized:
         s = s.replace(",", "")
     elif _THOUSANDS_SPACE_RE.match(s):
         s = s.replace(" ", "")
+    s = _LIST_WORD_RE.sub(", ", s).strip(" ,") if re.search(r"\b(?:and|or)\b", s) else s
+    if ";" in s and "," not in s:
+        s = s.replace(";", ",")
     label, s = _split_label(s)
     return Normalized(s, unit, label)
 
@@ -1078,7 +1081,7 @@ class Scalar:
 
 @dataclass
 class Collection:
-    kind: str  # "set" (unordered, deduplicated), "list" (unordered bare list), "seq" (ordered)
+    kind: str  # "set" (unordered, deduplicated), "list" (unordered bare list), "seq" (ordered), "pm" (a \pm pair)
     items: list[Any]
     brackets: str = ""  # for seq: opening+closing bracket, e.g. "(]"
 
@@ -1175,7 +1178,7 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
     if vals[0] == "\\{" and vals[-1] == "\\}" and _outer_group_closes_at_end(tokens):
         inner = tokens[1:-1]
         items = [_value(p, depth + 1) for p in _split_top(inner, {","})] if inner else []
-        return Collection("set", items)
+        return Collection("set", _flatten_pm(items))
     if vals[0] == "{" and vals[-1] == "}" and _outer_group_closes_at_end(tokens):
         if len(_split_top(tokens[1:-1], {","})) > 1:  # {2, 3, 5}: plain braces only group (LaTeX hides them)
             return _value(tokens[1:-1], depth + 1)
@@ -1185,9 +1188,18 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
             return Collection("seq", [_value(p, depth + 1) for p in parts], vals[0] + vals[-1])
     parts = _split_top(tokens, {","})
     if len(parts) > 1:
-        return Collection("list", [_value(p, depth + 1) for p in parts])
+        return Collection("list", _flatten_pm([_value(p, depth + 1) for p in parts]))
     if not tokens:
         raise ParseFailure("empty item")
+    # A labelled item inside a collection: x = 1, a_{37} = 19, f(x) = 2 (a chain keeps its last part).
+    eq_parts = _split_top(tokens, {"="})
+    if len(eq_parts) > 1 and all(eq_parts) and not any(v in _REL for v in vals):
+        label = _label_of(_detok_tex(eq_parts[0]))
+        if label is not None:
+            value = _value(eq_parts[-1], depth + 1)
+            if isinstance(value, Scalar):
+                value.label = label
+            return value
     pm = _split_top(tokens, {"\\pm", "\\mp"})
     if len(pm) == 1 and ("\\pm" in vals or "\\mp" in vals):
         return _nested_pm(tokens)
@@ -1196,15 +1208,9 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
             raise ParseFailure("ambiguous \\pm with a sum after it")
         a = _parse_tokens(pm[0]) if pm[0] else ["num", "0", "int"]
         b = _parse_tokens(pm[1])
-        return Collection("list", [Scalar(["add", a, b]), Scalar(["add", a, ["neg", b]])])
+        return Collection("pm", [Scalar(["add", a, b]), Scalar(["add", a, ["neg", b]])])
     if len(pm) > 2:
         raise ParseFailure("more than one \\pm")
-    # A labelled item inside a collection: x = 1, a_{37} = 19, f(x) = 2 (a chain keeps its last part).
-    eq_parts = _split_top(tokens, {"="})
-    if len(eq_parts) > 1 and all(eq_parts) and not any(v in _REL for v in vals):
-        label = _label_of(_detok_tex(eq_parts[0]))
-        if label is not None:
-            return Scalar(_parse_tokens(eq_parts[-1]), label)
     rel_parts = _split_top(tokens, set(_REL) | {"="})
     if len(rel_parts) > 1:
         ops = [_REL.get(v, v) for v in vals if v in _REL or v == "="]
@@ -1221,6 +1227,14 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
             chain.append(e)
         return Relation(chain)
     return Scalar(_parse_tokens(tokens))
+
+
+def _flatten_pm(items: list[Any]) -> list[Any]:
+    """`\\{1 \\pm \\sqrt5, -2\\}` is the three values 1+sqrt5, 1-sqrt5, -2."""
+    out: list[Any] = []
+    for it in items:
+        out.extend(it.items if isinstance(it, Collection) and it.kind == "pm" else [it])
+    return out
 
 
 def _detok_tex(tokens: list[tuple[str, str]]) -> str:
@@ -1245,7 +1259,7 @@ def _nested_pm(tokens: list[tuple[str, str]]) -> Collection:
             raise ParseFailure("ambiguous \\pm with a sum after it")
     plus = tokens[: idx[0]] + [("op", "+")] + tokens[idx[0] + 1 :]
     minus = tokens[: idx[0]] + [("op", "-")] + tokens[idx[0] + 1 :]
-    return Collection("list", [Scalar(_parse_tokens(plus)), Scalar(_parse_tokens(minus))])
+    return Collection("pm", [Scalar(_parse_tokens(plus)), Scalar(_parse_tokens(minus))])
 
 
 def _parse_tokens(tokens: list[tuple[str, str]]) -> list[Any]:
@@ -1634,7 +1648,7 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
     if isinstance(a, Collection) and isinstance(b, Collection):
-        unordered = {"set", "list"}
+        unordered = {"set", "list", "pm"}
         if a.kind == "seq" or b.kind == "seq":
             if a.kind != b.kind or a.brackets != b.brackets or len(a.items) != len(b.items):
                 return False
