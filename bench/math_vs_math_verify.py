@@ -1,6 +1,7 @@
 r"""Benchmark: rlvr's `math` verifier vs HF math-verify on an adversarial answer set, side by side.
 
-    python bench/math_vs_math_verify.py            # prints the table and the ratios
+    python bench/math_vs_math_verify.py            # both sets: the tables, ratios, per-family rows
+    python bench/math_vs_math_verify.py --set corpus   # only the dataset-forms corpus, per family
     python bench/math_vs_math_verify.py --dump bench/data/math_pairs.jsonl
     from math_vs_math_verify import run; run()      # -> dict (bench/verifiers.py calls this)
 
@@ -663,15 +664,114 @@ def _print(result: dict[str, Any]) -> None:
     print(f"targets: {result['targets_met']}")
 
 
+CORPUS = ROOT / "tests" / "verifiers" / "data" / "math_answers.jsonl"
+
+
+def corpus_pairs(path: Path = CORPUS) -> list[dict[str, Any]]:
+    """The labelled corpus of answer forms real datasets use (tests/verifiers/data/math_answers.jsonl):
+    full responses as a model writes them (Minerva "Final Answer" sentences, GSM8K `####`, boxes, R1
+    `<think>` outputs) against references, one family tag per pair."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_corpus(verbose: bool = True, path: Path = CORPUS) -> dict[str, Any]:
+    """Both scorers on the corpus: accuracy, false accepts and false rejects per family and overall,
+    side by side, and throughput (same process, one after the other, each warmed up first)."""
+    sys.path.insert(0, str(ROOT / "verifiers"))
+    from math_verify import parse, verify
+
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Item
+
+    ours = registry.get("math")
+    data = corpus_pairs(path)
+
+    def mv_decide(response: str, reference: str) -> bool:
+        gold = reference if "\\boxed" in reference else "\\boxed{" + reference + "}"
+        return verify(parse(gold), parse(response))
+
+    def ours_decide(response: str, reference: str) -> bool:
+        return ours.verify(Item(response, reference)).status == "ok"
+
+    for decide in (mv_decide, ours_decide):
+        decide("\\boxed{\\frac{1}{1+\\sqrt2}}", "\\sqrt2-1")
+        decide("\\boxed{\\sin^2 x+\\cos^2 x}", "1")
+    rows = [dict(p, category=p["family"]) for p in data]
+    mv = _score("math-verify 0.9.0", mv_decide, rows)
+    us = _score("rlvr math", ours_decide, rows)
+    families: dict[str, dict[str, int]] = {}
+    for p, d_mv, d_us in zip(rows, mv["decisions"], us["decisions"], strict=True):
+        f = families.setdefault(p["family"], {"n": 0})
+        f["n"] += 1
+        for key, d in (("mv", d_mv), ("ours", d_us)):
+            f[f"{key}_correct"] = f.get(f"{key}_correct", 0) + (d == p["label"])
+            f[f"{key}_false_accepts"] = f.get(f"{key}_false_accepts", 0) + (d and not p["label"])
+            f[f"{key}_false_rejects"] = f.get(f"{key}_false_rejects", 0) + (not d and p["label"])
+    result = {
+        "math_verify": {k: v for k, v in mv.items() if k != "decisions"},
+        "ours": {k: v for k, v in us.items() if k != "decisions"},
+        "by_family": families,
+        "throughput_x": us["verifications_per_s"] / mv["verifications_per_s"],
+        "targets_met": {
+            "zero_false_accepts": us["false_accepts"] == 0,
+            "accuracy_at_least_math_verify_in_every_family": all(
+                f["ours_correct"] >= f["mv_correct"] for f in families.values()
+            ),
+            "accuracy_at_least_math_verify_overall": us["accuracy"] >= mv["accuracy"],
+            "throughput_10x": us["verifications_per_s"] >= 10 * mv["verifications_per_s"],
+        },
+    }
+    if verbose:
+        _print_corpus(result)
+    return result
+
+
+def _print_corpus(result: dict[str, Any]) -> None:
+    mv, us = result["math_verify"], result["ours"]
+    print(f"corpus: {mv['pairs']} labelled pairs ({CORPUS.relative_to(ROOT)})")
+    print(f"{'family':<16} {'n':>4} | {'math-verify acc':>15} {'FA':>3} {'FR':>3} | {'rlvr acc':>8} {'FA':>3} {'FR':>3}")
+    for name, f in sorted(result["by_family"].items()):
+        print(
+            f"{name:<16} {f['n']:>4} | {100 * f['mv_correct'] / f['n']:14.1f}% {f['mv_false_accepts']:>3} "
+            f"{f['mv_false_rejects']:>3} | {100 * f['ours_correct'] / f['n']:7.1f}% {f['ours_false_accepts']:>3} "
+            f"{f['ours_false_rejects']:>3}"
+        )
+    print(
+        f"{'overall':<16} {mv['pairs']:>4} | {100 * mv['accuracy']:14.1f}% {mv['false_accepts']:>3} "
+        f"{mv['false_rejects']:>3} | {100 * us['accuracy']:7.1f}% {us['false_accepts']:>3} {us['false_rejects']:>3}"
+    )
+    print(
+        f"throughput: rlvr {us['verifications_per_s']:.0f}/s vs math-verify {mv['verifications_per_s']:.0f}/s "
+        f"= {result['throughput_x']:.1f}x (median {us['median_ms']:.3f} vs {mv['median_ms']:.3f} ms)"
+    )
+    for row in (mv, us):
+        if row["false_accept_examples"]:
+            print(f"{row['scorer']} false accepts: {row['false_accept_examples']}")
+        if row["false_reject_examples"]:
+            print(f"{row['scorer']} false rejects: {row['false_reject_examples']}")
+    print(f"targets: {result['targets_met']}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dump", help="write the answer set as JSONL to this path and exit")
+    ap.add_argument("--dump", help="write the adversarial answer set as JSONL to this path and exit")
+    ap.add_argument(
+        "--set",
+        choices=("adversarial", "corpus", "both"),
+        default="both",
+        help="the built-in adversarial set, the dataset-forms corpus (tests/verifiers/data/), or both",
+    )
     args = ap.parse_args()
     if args.dump:
         with open(args.dump, "w") as f:
             f.writelines(json.dumps(pair) + "\n" for pair in pairs())
         return 0
-    run()
+    if args.set in ("adversarial", "both"):
+        run()
+    if args.set in ("corpus", "both"):
+        print()
+        run_corpus()
     return 0
 
 

@@ -136,12 +136,13 @@ _ANSWER_RE = re.compile(
     r"|####",
     re.IGNORECASE,
 )
-_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$((?:[^$\\]|\\.)+)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
+# Display math ($$, \[) may span lines; inline math ($, \() may not.
+_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$((?:[^$\\\n]|\\.)+)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL)
 _BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
 # Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
 # '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
 _SENTENCE_SCAN_RE = re.compile(
-    r"\$\$.*?\$\$|(?<!\\)\$(?:[^$\\\n]|\\.)*\$|\\\(.*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n", re.DOTALL
+    r"\$\$.*?\$\$|(?<!\\)\$(?:[^$\\\n]|\\.)*\$|\\\([^\n]*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n", re.DOTALL
 )
 # Closing sentences that carry no answer (Minerva's "I hope it is correct.").
 _FILLER_RE = re.compile(
@@ -151,14 +152,16 @@ _FILLER_RE = re.compile(
 )
 # Words that make a prose statement a hedge or a qualification: no answer is read from it.
 _HEDGE_RE = re.compile(
-    r"\b(?:or|not|no|nor|never|maybe|perhaps|possibly|probably|either|might|could|unless|except|"
-    r"approximately|about|around|roughly|nearly|almost|between|guess|unsure|unclear|if|assuming)\b|n't\b",
+    r"\b(?:or|nor|maybe|perhaps|possibly|probably|either|unless|except|otherwise|approximately|roughly|"
+    r"nearly|almost|guess|unsure|unclear|if|assuming)\b",
     re.IGNORECASE,
 )
+_NEGATION_RE = re.compile(r"\b(?:not|no|never|nor)\b|n't\b", re.IGNORECASE)
+_NEGATED_BEFORE_RE = re.compile(r"(?:\b(?:not|no|never)\b|n't)\s*(?:\S+\s+){0,2}\S*$", re.IGNORECASE)
 # A value in prose: a math segment, or a bare number (thousands commas, decimals, percent).
 _CANDIDATE_RE = re.compile(
     r"\$\$(.+?)\$\$|(?<!\\)\$((?:[^$\\]|\\.)+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
-    r"|(?<![\w.\\^_])([-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:\\?%|percent\b))?)",
+    r"|(?<![\w.\\^_/])([-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?![\d.]))?(?:\s*(?:\\?%|percent\b))?)",
     re.DOTALL,
 )
 _LIST_GAP_RE = re.compile(r"\s*(?:,|;|&|,?\s*\band\b)\s*", re.IGNORECASE)
@@ -287,7 +290,15 @@ def _first_sentence(text: str) -> str:
 
 def _drop_currency_dollars(s: str) -> str:
     # "$18 every day": a dollar sign before a number that no second '$' closes is currency, not math.
-    return re.sub(r"(?<![\\$])\$(?=\d[\d,]*(?:\.\d+)?(?:\s|$|[,;!?]|\.(?:\s|$)))", "", s)
+    return _CURRENCY_RE.sub("", s)
+
+
+# A '$' before a number that prose, punctuation, an operator or the end follows ("$18 a day", "$1,250.",
+# "$10,200 + $255"), not a closing '$' ("$14{,}916$" is math).
+_CURRENCY_RE = re.compile(
+    r"(?<![\\$])\$(?=(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d,.]*\$)"
+    r"(?:$|[,;!?.](?:\s|$)|\s+[A-Za-z]{2,}|\s*[-+=*/\u00d7]\s|\s*\)))"
+)
 
 
 def _strip_parenthetical(s: str) -> str:
@@ -318,10 +329,10 @@ def _statement_value(sentence: str) -> str | None:
     k = len(cands) - 1
     while k > 0 and _LIST_GAP_RE.fullmatch(s[cands[k - 1].end() : cands[k].start()]):
         k -= 1
-    if _OPERAND_BEFORE_RE.search(s[: cands[k].start()]):
+    if _OPERAND_BEFORE_RE.search(s[: cands[k].start()]) or _NEGATED_BEFORE_RE.search(s[: cands[k].start()]):
         return None
     after = s[cands[-1].end() :].strip()
-    if re.search(r"[\d$\\=<>]", after):
+    if re.search(r"[\d$\\=<>]", after) or _NEGATION_RE.search(s[cands[k].start() :]):
         return None
     words = re.findall(r"[A-Za-z]+", after)
     if any(w.lower() in _QUALIFIER_AFTER for w in words):
@@ -349,7 +360,7 @@ def _answer_phrase(text: str, pos: int) -> str | None:
             values.append(next(g for g in nxt.groups() if g).strip())
             end = nxt.end()
         tail = _strip_parenthetical("x" + _first_sentence(rest[end:]))[1:]
-        if re.search(r"\d|\$|\\\(|\\\[", tail) or _HEDGE_RE.search(tail):
+        if re.search(r"\d|\$|\\\(|\\\[", tail) or _HEDGE_RE.search(tail) or _NEGATION_RE.search(tail):
             raise Ambiguous(f"more after the answer: {rest[: end + 40]!r}")
         if re.fullmatch(r"\s*[A-Za-z][A-Za-z ]{0,30}", tail or ""):
             values[-1] += r" \text{ " + tail.strip() + "}"  # "$125$ miles": a unit in words
@@ -391,8 +402,26 @@ def _final_statement(text: str) -> str | None:
     return _statement_value(last)
 
 
+_END_TOKEN_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|end)\|>|</s>")
+_ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+
+
 def extract_answer(text: str) -> str | None:
     """The final answer in a response (see the module doc), or None. Raises Unclosed / Ambiguous."""
+    m = _END_TOKEN_RE.search(text)
+    if m and text[: m.start()].strip():
+        text = text[: m.start()]  # a chat template's end/turn token: what follows is not the response
+    if "<answer>" in text.lower():
+        # R1-Zero style `<answer>...</answer>`: the last tagged block is the answer region.
+        last_tag = None
+        for m in _ANSWER_TAG_RE.finditer(text):
+            last_tag = m
+        if last_tag is None or re.search(r"<answer>", text[last_tag.end() :], re.IGNORECASE):
+            raise Ambiguous("an <answer> tag is never closed")
+        inner = last_tag.group(1).strip()
+        if "<answer>" in inner.lower():
+            raise Ambiguous("nested <answer> tags")
+        return extract_answer(inner) if inner else None
     boxed = _boxed_with_end(text)
     if boxed is not None:
         content, end = boxed
@@ -505,6 +534,10 @@ def normalize(raw: str) -> Normalized:
     s = raw.strip()
     s = _strip_math_delims(s)
     s = s.replace("\n", " ").replace("\u2212", "-")
+    if "\\begin" not in s:  # "\\\\frac" (an escaped string pasted as LaTeX) is "\\frac"; not in matrices
+        s = re.sub(r"\\\\(?=[a-zA-Z])", lambda _: "\\", s)
+    s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d{3}(?!\d))", r"\1", s)
+    s = re.sub(r"\(([^(),;]*;[^(),]*)\)", lambda m: "(" + m.group(1).replace(";", ",") + ")", s)
     # Thousands separators that are unambiguous typography, before spacing commands disappear.
     s = re.sub(r"(\d),\\!\s*(?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"(\d)\{,\}(?=\d{3}(?!\d))", r"\1", s)
@@ -531,6 +564,7 @@ def normalize(raw: str) -> Normalized:
     s = re.sub(r"\$", " ", s).strip()  # math delimiters left inside ("$1$ and $2$"); \$ is gone already
     s = s.replace("€", "").replace("£", "").replace("¥", "").replace("²", "^2").replace("³", "^3")
     s = re.sub(r"\\mathrm\{e\}|\\mathrm e(?![a-zA-Z])", "e", s)
+    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?|ℝ|^\\R$", r"(-\\infty, \\infty)", s)  # the real line
     if "\\over" in s:
         s = _over_to_frac(s)
     s = _drop_membership(s)
@@ -626,6 +660,8 @@ def _split_label(s: str) -> tuple[str | None, str]:
         return None, s
     label = _label_of(parts[0])
     if len(parts) == 2 and label is None:
+        if not any(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts):
+            return None, parts[1].strip()  # a computation "2+3 = 5": its result
         return None, s
     return label, parts[-1].strip()
 
@@ -1641,9 +1677,9 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
         ):
             return True
         return _equations_equivalent(a, b)
-    if isinstance(a, Relation) and isinstance(b, Collection):
-        a = _relation_interval(a) or a
     if isinstance(b, Relation) and isinstance(a, Collection):
+        # The reference states an inequality, the response its interval: the same set. Not the other way
+        # round: a reference in interval notation asks for the interval.
         b = _relation_interval(b) or b
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
@@ -1708,17 +1744,16 @@ def _relation_interval(r: Relation) -> Collection | None:
         return None
     neg_inf, inf = ["neg", ["inf"]], ["inf"]
 
-    def is_var(node: list[Any]) -> bool:
+    def is_var(node: list[Any]) -> bool:  # a variable, or a function application f(x) (parsed f*x)
+        if node[0] == "mul":
+            return is_var(node[1]) and is_var(node[2])
         return node[0] == "var" and node[1] not in ("e", "i")
 
-    def bound(node: list[Any], var: str) -> bool:
-        return var not in _free_vars(node, set())
-
-    if len(c) == 5 and is_var(c[2]) and bound(c[0], c[2][1]) and bound(c[4], c[2][1]):
+    if len(c) == 5 and is_var(c[2]) and not (_free_vars(c[0], set()) | _free_vars(c[4], set())):
         lo, hi, br = c[0], c[4], ("(" if c[1] == "<" else "[") + (")" if c[3] == "<" else "]")
-    elif len(c) == 3 and is_var(c[0]) and bound(c[2], c[0][1]):
+    elif len(c) == 3 and is_var(c[0]) and not _free_vars(c[2], set()):
         lo, hi, br = neg_inf, c[2], "(" + (")" if c[1] == "<" else "]")
-    elif len(c) == 3 and is_var(c[2]) and bound(c[0], c[2][1]):
+    elif len(c) == 3 and is_var(c[2]) and not _free_vars(c[0], set()):
         lo, hi, br = c[0], inf, ("(" if c[1] == "<" else "[") + ")"
     else:
         return None
@@ -1843,6 +1878,14 @@ def reference_answer(ground_truth: Any) -> str:
         boxed = last_boxed(text)
     except Unclosed:
         raise ValueError("math ground truth has an unclosed \\boxed{") from None
+    if boxed is None and len(text) > 60 and _ANSWER_RE.search(text):
+        # A whole solution as the reference ("... Final Answer: The final answer is $28\%$."): its answer.
+        try:
+            found = extract_answer(text)
+        except (Unclosed, Ambiguous):
+            found = None
+        if found:
+            return found
     return boxed if boxed is not None else text
 
 
