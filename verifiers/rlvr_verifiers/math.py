@@ -137,12 +137,15 @@ _ANSWER_RE = re.compile(
     re.IGNORECASE,
 )
 # Display math ($$, \[) may span lines; inline math ($, \() may not.
-_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$((?:[^$\\\n]|\\.)+)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL)
+_MATH_SEGMENT_RE = re.compile(
+    r"\$\$(.+?)\$\$|\$((?:[^$\\\n]|\\.)+)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL
+)
 _BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
 # Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
 # '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
 _SENTENCE_SCAN_RE = re.compile(
-    r"\$\$.*?\$\$|(?<!\\)\$(?:[^$\\\n]|\\.)*\$|\\\([^\n]*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n", re.DOTALL
+    r"\$\$.*?\$\$|(?<!\\)\$(?:[^$\\\n]|\\.)*\$|\\\([^\n]*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n",
+    re.DOTALL,
 )
 # Closing sentences that carry no answer (Minerva's "I hope it is correct.").
 _FILLER_RE = re.compile(
@@ -157,7 +160,8 @@ _HEDGE_RE = re.compile(
     re.IGNORECASE,
 )
 _NEGATION_RE = re.compile(r"\b(?:not|no|never|nor)\b|n't\b", re.IGNORECASE)
-_NEGATED_BEFORE_RE = re.compile(r"(?:\b(?:not|no|never)\b|n't)\s*(?:\S+\s+){0,2}\S*$", re.IGNORECASE)
+# A negation right before the value ("is not 5", "isn't exactly 5").
+_NEGATED_BEFORE_RE = re.compile(r"(?:\b(?:not|never)\b|n't)\s*(?:[A-Za-z]+\s+)?$", re.IGNORECASE)
 # A value in prose: a math segment, or a bare number (thousands commas, decimals, percent).
 _CANDIDATE_RE = re.compile(
     r"\$\$(.+?)\$\$|(?<!\\)\$((?:[^$\\]|\\.)+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
@@ -171,13 +175,60 @@ _OPERAND_BEFORE_RE = re.compile(
     r"|\bout of|\bper|(?:\d|%|percent)\s+of)\s*$",
     re.IGNORECASE,
 )
-_QUALIFIER_AFTER = {"less", "more", "than", "fewer", "greater", "smaller", "larger", "times", "per", "of",
-                    "out", "plus", "minus", "over", "under", "at", "least", "most", "each", "divided"}
+_QUALIFIER_AFTER = {
+    "less",
+    "more",
+    "than",
+    "fewer",
+    "greater",
+    "smaller",
+    "larger",
+    "times",
+    "per",
+    "of",
+    "out",
+    "plus",
+    "minus",
+    "over",
+    "under",
+    "at",
+    "least",
+    "most",
+    "each",
+    "divided",
+}
 # Between two boxes that form one answer only connectives may stand ("\boxed{2} and \boxed{3}").
 _BOX_GAP_WORDS = {"and", "or", "for", "part", "parts", "also", "respectively"}
-_BOX_GAP_DENY = {"no", "not", "wait", "but", "actually", "instead", "wrong", "incorrect", "correct", "so",
-                 "therefore", "thus", "hence", "answer", "final", "is", "was", "then", "than", "check",
-                 "recheck", "mistake", "oops", "hmm", "earlier", "previous", "before", "correction"}
+_BOX_GAP_DENY = {
+    "no",
+    "not",
+    "wait",
+    "but",
+    "actually",
+    "instead",
+    "wrong",
+    "incorrect",
+    "correct",
+    "so",
+    "therefore",
+    "thus",
+    "hence",
+    "answer",
+    "final",
+    "is",
+    "was",
+    "then",
+    "than",
+    "check",
+    "recheck",
+    "mistake",
+    "oops",
+    "hmm",
+    "earlier",
+    "previous",
+    "before",
+    "correction",
+}
 MAX_JOINED_BOXES = 20
 MAX_PHRASE_CHARS = 3000
 
@@ -224,7 +275,13 @@ def _boxes_join(gap: str) -> bool:
     """Whether the text between two boxes only connects them ("\\quad \\text{and} \\quad", ", ")."""
     if len(gap) > 80 or re.search(r"\d|=", gap):
         return False
-    words = [w.lower() for w in re.findall(r"[A-Za-z]+", _unwrap_text(gap).replace("\\quad", " ").replace("\\qquad", " ").replace("\\text", " "))]
+    words = [
+        w.lower()
+        for w in re.findall(
+            r"[A-Za-z]+",
+            _unwrap_text(gap).replace("\\quad", " ").replace("\\qquad", " ").replace("\\text", " "),
+        )
+    ]
     words = [w for w in words if w not in ("quad", "qquad", "text", "mbox", "textrm")]
     if any(w in _BOX_GAP_DENY for w in words):
         return False
@@ -339,8 +396,8 @@ def _statement_value(sentence: str) -> str | None:
         return None
     values = [next(g for g in c.groups() if g).strip() for c in cands[k:]]
     value = ", ".join(values)
-    if words and len(words) <= 3 and re.fullmatch(r"[A-Za-z\s\-]+", after):
-        value += r" \text{ " + " ".join(words) + "}"
+    if words and _UNIT_WORD_RE.match(after):  # "125 miles": a known unit stays with its value
+        value += r" \text{ " + " ".join(words[:2]) + "}"
     return value
 
 
@@ -369,6 +426,8 @@ def _answer_phrase(text: str, pos: int) -> str | None:
     if not sentence:
         return None
     if _is_pure_math(sentence):
+        if _NEGATION_RE.search(sentence) or _HEDGE_RE.search(re.sub(r"\bor\b", "", sentence)):
+            raise Ambiguous(f"the answer is qualified: {sentence[:80]!r}")
         return sentence
     value = _statement_value(sentence)
     if value is None:
@@ -462,6 +521,8 @@ _UNIT_TAIL_RE = re.compile(
     r"(?P<pow>\s*\^\s*\{?\d\}?)?\s*$",
     re.IGNORECASE,
 )
+# A unit word at the start of the words after a value in prose ("125 miles long").
+_UNIT_WORD_RE = re.compile(r"(?:(?:square|sq|cubic)\s+)?(?:" + _UNIT_WORDS + r")\b", re.IGNORECASE)
 _TEXT_CMD_RE = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|mathsf|mathnormal|textup|operatorname|boldsymbol|bm)\s*\{"
 )
@@ -516,7 +577,14 @@ def _is_unit_text(text: str) -> bool:
 
 def _canon_unit(unit: str) -> str:
     u = re.sub(r"[\s\\{}^.]", "", unit.lower())
-    u = {"%": "percent", "pct": "percent", "percentage": "percent", "deg": "degree", "circ": "degree", "°": "degree"}.get(u, u)
+    u = {
+        "%": "percent",
+        "pct": "percent",
+        "percentage": "percent",
+        "deg": "degree",
+        "circ": "degree",
+        "°": "degree",
+    }.get(u, u)
     for suffix in ("es", "s"):
         if u.endswith(suffix) and len(u) > len(suffix) + 1 and u not in ("inches",):
             return u[: -len(suffix)]
@@ -608,7 +676,18 @@ def normalize(raw: str) -> Normalized:
 
 
 _EQ_SPLIT_RE = re.compile(r"(?<![<>!=\\])=(?!=)")
-_LABEL_CMDS = {"frac", "angle", "measuredangle", "triangle", "overline", "cdot", "vert", "lvert", "rvert", "vec"}
+_LABEL_CMDS = {
+    "frac",
+    "angle",
+    "measuredangle",
+    "triangle",
+    "overline",
+    "cdot",
+    "vert",
+    "lvert",
+    "rvert",
+    "vec",
+}
 
 
 def _top_level_positions(s: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
@@ -655,7 +734,11 @@ def _split_label(s: str) -> tuple[str | None, str]:
         return None, s
     if re.search(r"<|>|\\(?:le|ge|leq|geq|lt|gt|ne|neq)(?![a-zA-Z])", s):
         return None, s
-    parts = [s[: eqs[0].start()]] + [s[a.end() : b.start()] for a, b in zip(eqs, eqs[1:])] + [s[eqs[-1].end() :]]
+    parts = (
+        [s[: eqs[0].start()]]
+        + [s[a.end() : b.start()] for a, b in zip(eqs, eqs[1:], strict=False)]
+        + [s[eqs[-1].end() :]]
+    )
     if any(not p.strip() for p in parts):
         return None, s
     label = _label_of(parts[0])
@@ -690,13 +773,23 @@ def _over_to_frac(s: str) -> str:
                     break
                 depth -= 1
             j += 1
-        s = s[: i + 1] + "\\frac{" + s[i + 1 : m.start()].strip() + "}{" + s[m.end() : j].strip() + "}" + s[j:]
+        s = (
+            s[: i + 1]
+            + "\\frac{"
+            + s[i + 1 : m.start()].strip()
+            + "}{"
+            + s[m.end() : j].strip()
+            + "}"
+            + s[j:]
+        )
     return s
 
 
 def _drop_membership(s: str) -> str:
     # "x \in [1, 2)": the variable is a label of the set it belongs to.
-    m = re.match(r"\s*(?:[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|\([a-z](?:\s*,\s*[a-z])+\))\s*\\in(?![a-zA-Z])\s*", s)
+    m = re.match(
+        r"\s*(?:[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|\([a-z](?:\s*,\s*[a-z])+\))\s*\\in(?![a-zA-Z])\s*", s
+    )
     return s[m.end() :] if m and m.end() < len(s) else s
 
 
