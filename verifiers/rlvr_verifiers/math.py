@@ -1,23 +1,57 @@
 r"""The `math` verifier: is the response's final answer equal to the reference answer?
 
-Ground truth: the reference answer string (it may itself contain `\boxed{...}`; then its last boxed
-content is the reference). Score 1.0 with status `ok` when equal, 0.0 otherwise. The bar is ZERO false
+Ground truth: the reference answer string (it may itself contain `\boxed{...}`; then its final boxed
+answer is the reference, read as below; a whole solution without a box but with "#### X" or a
+"final answer is X" statement gives that answer). Score 1.0 with status `ok` when equal, 0.0 otherwise. The bar is ZERO false
 accepts: when equality cannot be established (unparseable, too complex, symbolic check timed out)
 the answer is not paid.
 
-Extraction (from the response)
-- The LAST `\boxed{...}` / `\boxed {...}` / `\fbox{...}` / `\framebox{...}` wins (nested braces are
-  matched; `\boxed 5` without braces takes the next token). If the last one is never closed (a
-  truncated response) the verdict is `parse_error`, never an earlier box.
-- Else the last "final answer is X" / "the answer is X" / "Answer: X" (to the end of that line).
-- Else a trailing final statement: the last non-empty line, when it is a bare math expression, a
-  `$...$` / `\[...\]` block (its last math segment is taken), or ends with "is X" / "= X".
+Extraction (from the response). The final answer is the last answer-bearing statement; a response whose
+final answer is ambiguous gets `parse_error`, never a guess.
+- A chat template's end/turn token (`<|im_end|>`, `<|im_start|>`, `<|endoftext|>`, `<|eot_id|>`,
+  `</s>`) ends the response. R1-Zero `<answer>...</answer>`: the last tagged block is read (by these
+  same rules); an `<answer>` that never closes is `parse_error`.
+- Boxes: the LAST `\boxed{...}` / `\boxed {...}` / `\fbox{...}` / `\framebox{...}` wins (nested braces
+  matched; `\boxed 5` takes the next token). If the last one is never closed (a truncated response) the
+  verdict is `parse_error`, never an earlier box. Boxes joined ONLY by connectives form one answer, a
+  list in order: `\boxed{(2,2)} \quad \text{and} \quad \boxed{(6,2)}` is `(2,2), (6,2)`, `\boxed{1},
+  \boxed{2}` and `\boxed{1}\boxed{2}` are `1, 2`. Connectives: punctuation, spacing, math delimiters,
+  `and` / `or` / `for part (a)`, and at most one other word when `and`/`or` is there (`\boxed{1} papers
+  and \boxed{2} bins`); never a digit, `=`, or a word like `wait`, `but`, `not`, `so`, `answer`.
+  Anything else between two boxes makes the last box win (`\boxed{3}. Wait... \boxed{5}` is 5), so an
+  intermediate box is never paid, and a list is never equal to one of its items (`\boxed{2} \boxed{4}`
+  != 4). A "final answer" statement after the last box that disagrees with it -> `parse_error`.
+- Else the last answer marker: "answer is X", "Answer: X", "answer = X", GSM8K's "#### X", or "Answer"
+  / "Final Answer" at a line start followed directly by math (`Answer $9$`, `Answer \[9\]`). The
+  answer is a math segment right after it (with further segments joined by "and"/commas: `$12$ and
+  $13$`), else the rest of THAT SENTENCE (it ends at `.`/`!`/`?` followed by a space or the end, or a
+  line break, outside math: `12,000,023. I hope it is correct.` is 12,000,023). Inline `$...$` /
+  `\(...\)` never spans lines; `$$`/`\[` may. A trailing parenthetical remark in words is dropped
+  (`5 (the remaining apples)`). A prose answer ("The largest $n$ is 34") gives its stated value (below).
+  More math after the answer in the same sentence (`$3$ or $5$`, `$5$, not $6$`), or a qualified answer
+  (not, maybe, approximately, if...), -> `parse_error`.
+- Else the final statement: the last non-empty line, less closing filler sentences ("I hope it is
+  correct.", "Good luck!", "Let me know..."), and in it the last sentence: a bare math line or a math
+  block is taken whole; a prose sentence gives its stated value: the last value in it (a math segment,
+  or a number with thousands commas, decimals, `a/b`, a percent), with values joined to it by "and" /
+  commas (`The roots are 2 and 3` is `2, 3`), and a known unit word after it (`125 miles`). No value is
+  read (`parse_error`) when the sentence hedges (or, maybe, perhaps, either, approximately, if, unless,
+  ...), negates the value (`not 16`, `isn't 7`, or any negation after it: `15, not 16`), or the value
+  is an operand (`3 times 4`, `20% of 50`, `5 more than`). An earlier equation in the paragraph is never
+  the answer (`Let $d = 90/n$ ... so there are 12 sequences.` is 12).
+- A `$` before a number that no closing `$` follows (`$18 a day`, `$1,250.`) is currency, not math.
 - Else `parse_error`.
 
 Normalisation
-- `$`, `\(`, `\[`, `\left`, `\right`, `\displaystyle`, `\!`, spacing commands, a trailing period
-  and `\dfrac`/`\tfrac`/`\cfrac` (-> `\frac`) are dropped; `\text{}`/`\mathrm{}`/`\mbox{}` are
-  unwrapped; `\$` (currency) is dropped.
+- `$`, `\(`, `\[`, `\left`, `\right`, `\displaystyle`, `\textstyle`, `\scriptstyle`, `\!`, spacing
+  commands, a trailing period and `\dfrac`/`\tfrac`/`\cfrac` (-> `\frac`) are dropped; `{a \over b}` is
+  `\frac{a}{b}`; `\text{}`/`\textnormal{}`/`\mathrm{}`/`\mbox{}`/`\textbf{}`/... are unwrapped
+  (`\mathrm{e}` is e); `\$`, `€`, `£`, `¥` (currency) are dropped; `\mathbb{R}` is `(-\infty, \infty)`;
+  a doubled backslash before a command (`\\frac`, an escaped string pasted as LaTeX) is one, outside
+  matrices; a whole answer that is a number word up to twenty (`five`) is that number.
+- A membership label is dropped: `x \in [0, 1)` is `[0, 1)`.
+- Approximations: `EXACT \approx DECIMAL` is EXACT (`\frac{\sqrt3}{3} \approx 0.577` is sqrt3/3, never
+  0.577); `x \approx 11` is `x = 11`.
 - Thousands separators: `1{,}000`, `1\,000`, `1,\!000` (digit groups of exactly three after the
   separator) are ALWAYS thousands separators, anywhere. A plain comma (`1,000`) or a space
   (`1 000`) is a thousands separator ONLY when the whole answer is one number of the form
@@ -28,10 +62,17 @@ Normalisation
   The number is compared as written; units never convert (`30^\circ` != `\pi/6`, `1 m` != `100 cm`).
   If only one side carries a unit, it is ignored (`5\text{ cm}` == `5`); if both do and they differ
   (after lowercasing and dropping a plural "s"), the answer is wrong.
-- Percent: `\%` is a unit label: `50\%` == `50` and `12.5\%` == `12.5`, but `50\%` != `0.5` and
-  `0.42` != `42` (values are never rescaled by 100).
-- Equations: `x = 5` == `5` (a single variable on the left is a label); if both sides are labelled,
-  the labels must match (`x = 5` != `y = 5`).
+- Percent: `\%`, `percent`, `pct`, `percentage` are one unit label: `50\%` == `50` and `12.5\%` ==
+  `12.5`, but `50\%` != `0.5` and `0.42` != `42` (values are never rescaled by 100).
+- Labels: `NAME = value` is the value labelled NAME, against a bare reference or a reference with the
+  same label: `x = 5` == `5`, `f(x) = 1` == `1`, `(p,q) = (3,2)` == `(3,2)`, `a_{37} = 19`, `|AB| = 1`,
+  `A:B = 1`, `\frac{NO}{BO} = ...`, `x + y = 12` == `12`. A NAME is letters, subscripts, primes, greek
+  letters, operators, parentheses: NO numbers (`f(2) = 5` is not the label f(2) for 5; `7 = 11a+c` and
+  `2x+z = 1` are equations, never equal to `11a+c` or `1`). A chain `x = 5+5+1 = 11` is its last part
+  (labelled x); a computation `2+3 = 5` (no letters) is its result. Labels that differ (`x = 5` vs `y =
+  5`) are compared as equations (so they differ). In a list each item keeps its own label (`a_3 = 2,
+  a_{37} = 19` vs `a_{37} = 19, a_3 = 2`: items match only with their own labels when both are
+  labelled; a labelled item matches a bare one by value: `AB = 4, CD = 5` == `4, 5`).
 - Multiple choice: when the reference is a single letter A-J (optionally `(B)`, `\text{(B)}`), the
   response must name the same letter (`B`, `(B)`, `(B) 42`, `B.`); the letter is compared, nothing else.
   A response naming a second option letter after the first (`A or B`, `(A), (C)`) is wrong (a hedge).
@@ -66,16 +107,30 @@ Equality
   read as a possible hedge, so neither is taken).
 - `^` followed by an unbraced multi-digit number (`2^10`) or `\sqrt` followed by one is ambiguous (LaTeX
   renders `2^10` as 2^1 0) and is only compared as text. `\frac12` follows LaTeX (== 1/2).
+- Lists written in words: `6 \text{ and } 8`, `19, 46, and 82`, `x = 5 \text{ or } x = 6` are the
+  lists `6, 8` etc. (so never equal to one of their items); `;` separates items when there is no comma
+  (`-12;-11;-10`), and inside a tuple without commas (`(0;-2;6)` is `(0,-2,6)`); plain braces only group
+  (`{2, 3, 5}` is the list `2, 3, 5`: LaTeX hides them).
 - Collections: `\{...\}` sets and bare comma lists (`1, 2, 3`, as in "find all solutions") are
   unordered (each element matched once, sizes must agree; duplicates in a `\{\}` set collapse);
   `(a, b)` / `[a, b]` / `(a, b]` tuples and intervals are ordered AND their brackets must match
   (open vs closed ends matter; `(1, 2)` != `[1, 2]`); unions `A \cup B` are unordered. A bare list is
   not equal to a tuple. `\emptyset` == `\varnothing` == `\{\}`. `\infty`/`-\infty` are compared as
   signed infinities.
-- `a \pm b` (one top-level `\pm`, nothing added after `b`) is the unordered pair `a + b, a - b`:
-  `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`.
-- Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`) compare entry by entry, row by row.
-- Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne` are understood; sides compared as values.
+- `a \pm b` (one `\pm` or `\mp`, nothing added after `b` in its group) is the unordered pair `a + b,
+  a - b`: `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`; `\frac{-1 \pm \sqrt{13}}{4}` is its
+  two values; inside a set or list the pair counts as two items (`\{1 \pm \sqrt5, -2\}` has three).
+- Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`, also wrapped in `\left[ ... \right]` or
+  parentheses) compare entry by entry, row by row (a trailing row break is ignored).
+- Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne`/`\lt`/`\gt` are understood; sides compared
+  as values. Two single relations of the same kind are equivalent when one is the other times a
+  constant, decided exactly over the polynomial algebra (never numerically, never sympy): any nonzero
+  constant for `=` and `!=` (`2x+4y-3=0` == `y = -x/2 + 3/4`, `34x+45y-20z+100=0` == its negation), a
+  POSITIVE one for `<` / `<=` (`x < 1` == `-x > -1`, but != `x > 1` and != `-x < -1`). An equation is
+  never equal to an inequality. A reference one-variable inequality (`-2 \le x \le 7`, `k \ge 2`,
+  `0 < f(x) < 1`) equals the interval it describes in the response (`[-2, 7]`, `[2, \infty)`, `(0, 1)`;
+  open/closed ends must match); a reference in interval notation asks for the interval, so an inequality
+  answering it is not paid (as math-verify's default).
 - Anything that does not parse as math is compared as text (lowercased, whitespace collapsed, `\text`
   unwrapped): `\text{Monday}` == `monday`.
 """
@@ -485,14 +540,17 @@ def extract_answer(text: str) -> str | None:
     if boxed is not None:
         content, end = boxed
         # A "final answer" stated after the last box must agree with it, else the answer is ambiguous.
-        for m in _ANSWER_RE.finditer(text, end):
+        final = None
+        for m in _ANSWER_RE.finditer(text, end):  # linear; only the last such statement is read
             if "final" in text[max(0, m.start() - 12) : m.end()].lower():
-                try:
-                    later = _answer_phrase(text, m.end())
-                except Ambiguous:
-                    later = None
-                if later and normalize(later).text != normalize(content).text:
-                    raise Ambiguous(f"the last box {content[:40]!r} and a later final answer {later[:40]!r}")
+                final = m
+        if final is not None:
+            try:
+                later = _answer_phrase(text, final.end())
+            except Ambiguous:
+                later = None
+            if later and normalize(later).text != normalize(content).text:
+                raise Ambiguous(f"the last box {content[:40]!r} and a later final answer {later[:40]!r}")
         return content
     last = None
     for match in _ANSWER_RE.finditer(text):
@@ -672,7 +730,17 @@ def normalize(raw: str) -> Normalized:
     if ";" in s and "," not in s:
         s = s.replace(";", ",")
     label, s = _split_label(s)
+    s = _NUMBER_WORDS.get(s.lower(), s)  # "five" (the whole answer a number word) is 5
     return Normalized(s, unit, label)
+
+
+_NUMBER_WORDS = {
+    w: str(k)
+    for k, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
 
 
 _EQ_SPLIT_RE = re.compile(r"(?<![<>!=\\])=(?!=)")
@@ -1971,7 +2039,7 @@ def reference_answer(ground_truth: Any) -> str:
         boxed = last_boxed(text)
     except Unclosed:
         raise ValueError("math ground truth has an unclosed \\boxed{") from None
-    if boxed is None and len(text) > 60 and _ANSWER_RE.search(text):
+    if boxed is None and ("####" in text or (len(text) > 60 and _ANSWER_RE.search(text))):
         # A whole solution as the reference ("... Final Answer: The final answer is $28\%$."): its answer.
         try:
             found = extract_answer(text)
