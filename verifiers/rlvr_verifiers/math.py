@@ -328,6 +328,8 @@ def _box_content(text: str, i: int, limit: int | None = None) -> tuple[str, int]
 
 def _boxes_join(gap: str) -> bool:
     """Whether the text between two boxes only connects them ("\\quad \\text{and} \\quad", ", ")."""
+    # The next box's own label ("x = \boxed{2} or x = \boxed{-3}") is not between the two answers.
+    gap = re.sub(r"(?:[A-Za-z](?:_\{?\w+\}?)?|\\[a-zA-Z]+(?:_\{?\w+\}?)?)\s*=\s*\$?\s*$", "", gap)
     if len(gap) > 80 or re.search(r"\d|=", gap):
         return False
     words = [
@@ -472,10 +474,16 @@ def _answer_phrase(text: str, pos: int) -> str | None:
             values.append(next(g for g in nxt.groups() if g).strip())
             end = nxt.end()
         tail = _strip_parenthetical("x" + _first_sentence(rest[end:]))[1:]
-        if re.search(r"\d|\$|\\\(|\\\[", tail) or _HEDGE_RE.search(tail) or _NEGATION_RE.search(tail):
+        unit_tail = re.fullmatch(r"\s*[A-Za-z][A-Za-z ]{0,30}\^\{?[23]\}?\s*", tail or "")
+        if (
+            (re.search(r"\d|\$|\\\(|\\\[", tail) and not unit_tail)
+            or _HEDGE_RE.search(tail)
+            or _NEGATION_RE.search(tail)
+        ):
             raise Ambiguous(f"more after the answer: {rest[: end + 40]!r}")
-        if re.fullmatch(r"\s*[A-Za-z][A-Za-z ]{0,30}", tail or ""):
-            values[-1] += r" \text{ " + tail.strip() + "}"  # "$125$ miles": a unit in words
+        unit = re.fullmatch(r"\s*([A-Za-z][A-Za-z ]{0,30})(\^\{?[23]\}?)?\s*", tail or "")
+        if unit:  # "$125$ miles", "$\frac12$ cm^2": a unit in words
+            values[-1] += r" \text{ " + unit.group(1).strip() + "}" + (unit.group(2) or "")
         return ", ".join(values)
     sentence = _strip_parenthetical(_first_sentence(rest).strip()).strip().rstrip(" .").strip("*").strip()
     if not sentence:
