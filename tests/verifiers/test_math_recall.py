@@ -209,10 +209,14 @@ def test_an_intermediate_box_followed_by_prose_loses_to_the_last_box(response, r
     assert accepted(response, reference) is equal
 
 
-def test_a_later_final_answer_that_disagrees_with_the_box_is_ambiguous() -> None:
+def test_a_final_answer_statement_after_the_last_box_is_the_answer() -> None:
+    # The last answer-bearing statement wins: the earlier box is never paid.
     response = r"We had \boxed{12} as a bound. Final Answer: The final answer is 15. I hope it is correct."
-    assert verdict(response, "12").status == "parse_error"
-    assert verdict(response, "15").status == "parse_error"
+    assert not accepted(response, "12")
+    assert accepted(response, "15")
+    hedged = r"So \boxed{12}. Final answer: either 12 or 15"
+    assert verdict(hedged, "12").status == "parse_error"
+    assert accepted(r"So \boxed{12}. Final answer: see above.", "12")  # no value stated: the box stands
     assert accepted(r"So \boxed{12}.\n\nFinal Answer: The final answer is $12$. I hope it is correct.", "12")
 
 

@@ -17,10 +17,13 @@ final answer is ambiguous gets `parse_error`, never a guess.
   list in order: `\boxed{(2,2)} \quad \text{and} \quad \boxed{(6,2)}` is `(2,2), (6,2)`, `\boxed{1},
   \boxed{2}` and `\boxed{1}\boxed{2}` are `1, 2`. Connectives: punctuation, spacing, math delimiters,
   `and` / `or` / `for part (a)`, and at most one other word when `and`/`or` is there (`\boxed{1} papers
-  and \boxed{2} bins`); never a digit, `=`, or a word like `wait`, `but`, `not`, `so`, `answer`.
+  and \boxed{2} bins`) and the next box's own label (`x=\boxed{2} or x=\boxed{-3}` is `2, -3`);
+  never a digit, another `=`, or a word like `wait`, `but`, `not`, `so`, `answer`.
   Anything else between two boxes makes the last box win (`\boxed{3}. Wait... \boxed{5}` is 5), so an
   intermediate box is never paid, and a list is never equal to one of its items (`\boxed{2} \boxed{4}`
-  != 4). A "final answer" statement after the last box that disagrees with it -> `parse_error`.
+  != 4). A "final answer" statement after the last box is the last answer-bearing statement and wins
+  (`\boxed{255} ... Final Answer: The final answer is $10,455$.` is 10,455; a hedged one -> `parse_error`;
+  one that states no value, "Final answer: see above", leaves the box).
 - Else the last answer marker: "answer is X", "Answer: X", "answer = X", GSM8K's "#### X", or "Answer"
   / "Final Answer" at a line start followed directly by math (`Answer $9$`, `Answer \[9\]`). The
   answer is a math segment right after it (with further segments joined by "and"/commas: `$12$ and
@@ -445,7 +448,7 @@ def _statement_value(sentence: str) -> str | None:
         k -= 1
     if _OPERAND_BEFORE_RE.search(s[: cands[k].start()]) or _NEGATED_BEFORE_RE.search(s[: cands[k].start()]):
         return None
-    after = s[cands[-1].end() :].strip()
+    after = re.sub(r"^[$\u20ac\u00a3\u00a5]", "", s[cands[-1].end() :].strip()).strip()  # "1,000.99$"
     if re.search(r"[\d$\\=<>]", after) or _NEGATION_RE.search(s[cands[k].start() :]):
         return None
     words = re.findall(r"[A-Za-z]+", after)
@@ -461,7 +464,8 @@ def _statement_value(sentence: str) -> str | None:
 def _answer_phrase(text: str, pos: int) -> str | None:
     """The answer after a marker at `pos`: a math segment (with any segments joined to it by "and" or
     commas), else the rest of that sentence. Ambiguous when more math follows in the same sentence."""
-    rest = _drop_currency_dollars(text[pos : pos + MAX_PHRASE_CHARS].lstrip(" \t\r\n:*").lstrip())
+    rest = text[pos : pos + MAX_PHRASE_CHARS].lstrip(" \t\r\n:*").lstrip()
+    rest = _drop_currency_dollars(re.sub(r'^\\?["\u201c`]', "", rest))  # a quoted answer: "\"$12$\""
     m = _MATH_SEGMENT_RE.match(rest)
     if m:
         values = [next(g for g in m.groups() if g).strip()]
@@ -494,6 +498,8 @@ def _answer_phrase(text: str, pos: int) -> str | None:
         return sentence
     value = _statement_value(sentence)
     if value is None:
+        if not _CANDIDATE_RE.search(_drop_currency_dollars(sentence)):
+            return None  # "Final answer: see above": no value stated here
         raise Ambiguous(f"the answer statement is hedged or qualified: {sentence[:80]!r}")
     return value
 
@@ -547,18 +553,16 @@ def extract_answer(text: str) -> str | None:
     boxed = _boxed_with_end(text)
     if boxed is not None:
         content, end = boxed
-        # A "final answer" stated after the last box must agree with it, else the answer is ambiguous.
+        # A "final answer" statement after the last box is the last answer-bearing statement: it wins
+        # (hedged -> Ambiguous); one that states no value ("Final answer: see above") leaves the box.
         final = None
         for m in _ANSWER_RE.finditer(text, end):  # linear; only the last such statement is read
             if "final" in text[max(0, m.start() - 12) : m.end()].lower():
                 final = m
         if final is not None:
-            try:
-                later = _answer_phrase(text, final.end())
-            except Ambiguous:
-                later = None
-            if later and normalize(later).text != normalize(content).text:
-                raise Ambiguous(f"the last box {content[:40]!r} and a later final answer {later[:40]!r}")
+            later = _answer_phrase(text, final.end())
+            if later:
+                return later
         return content
     last = None
     for match in _ANSWER_RE.finditer(text):
@@ -592,8 +596,8 @@ _UNIT_WORD_RE = re.compile(r"(?:(?:square|sq|cubic)\s+)?(?:" + _UNIT_WORDS + r")
 _TEXT_CMD_RE = re.compile(
     r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|mathsf|mathnormal|textup|operatorname|boldsymbol|bm)\s*\{"
 )
-_THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_THOUSANDS_SPACE_RE = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$")
+_THOUSANDS_SPACE_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?$")
 _CHOICE_RE = re.compile(r"^\(?([A-J])\)?$")
 _CHOICE_RESPONSE_RE = re.compile(r"^\(?([A-J])(?:\)|\.|:|\s|$)")
 
@@ -1990,6 +1994,18 @@ def _choice(s: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _decimal_comma_equal(a: str, b: str) -> bool:
+    """`1,22` (a decimal comma: one comma, not a thousands group) against `1.22` written with a point."""
+    for x, y in ((a, b), (b, a)):
+        if (
+            re.fullmatch(r"-?\d+,\d+", x)
+            and not _THOUSANDS_WHOLE_RE.match(x)
+            and re.fullmatch(r"-?\d+\.\d+", y)
+        ):
+            return Fraction(x.replace(",", ".")) == Fraction(y)
+    return False
+
+
 def check(
     response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S, allow_symbolic: bool = True
 ) -> Verdict:
@@ -2015,6 +2031,8 @@ def check(
         return Verdict(0.0, WRONG, f"choice {got or resp_norm.text[:40]!r} != {letter}")
     if ref.norm.unit and resp_norm.unit and ref.norm.unit != resp_norm.unit:
         return Verdict(0.0, WRONG, f"unit {resp_norm.unit!r} != {ref.norm.unit!r}")
+    if _decimal_comma_equal(resp_norm.text, ref.norm.text):
+        return Verdict(1.0, OK, "decimal comma")
     if resp_norm.text == ref.norm.text and (
         not (ref.norm.label and resp_norm.label) or ref.norm.label == resp_norm.label
     ):
