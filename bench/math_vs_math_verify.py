@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -797,11 +798,13 @@ def main() -> int:
         with open(args.dump, "w") as f:
             f.writelines(json.dumps(pair) + "\n" for pair in pairs())
         return 0
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (1 min)")
     if args.set in ("adversarial", "both"):
         run()
     if args.set in ("corpus", "both"):
         print()
         run_corpus()
+    print(f"load average at end: {os.getloadavg()[0]:.1f} (1 min)")
     return 0
 
 
