@@ -226,6 +226,11 @@ _CANDIDATE_RE = re.compile(
     r"|(?<![\w.\\^_/])([-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?![\d.]))?(?:\s*(?:\\?%|percent\b))?)",
     re.DOTALL,
 )
+_CLAUSE_RE = re.compile(r";")
+_CONSEQUENCE_RE = re.compile(r"\b(?:so|thus|therefore|hence|consequently)\b,?", re.IGNORECASE)
+_JUSTIFICATION_RE = re.compile(
+    r"[,;]?\s+\b(?:since|because|as|given|whereas|due to|for)\b", re.IGNORECASE
+)
 _LIST_GAP_RE = re.compile(r"\s*(?:,|;|&|,?\s*\band\b)\s*", re.IGNORECASE)
 # Text right before a value that makes it an operand, not a result ("3 times 4", "20% of 50").
 _OPERAND_BEFORE_RE = re.compile(
@@ -437,6 +442,18 @@ def _statement_value(sentence: str) -> str | None:
     sentence hedges or qualifies (or, not, maybe, approximately...), or the last value is an operand
     ("3 times 4")."""
     s = _drop_currency_dollars(sentence).strip().rstrip(" .")
+    # The clause that states the result: after the last ";" and the last "so/thus/therefore/hence" when
+    # a value follows it; then without a justification after the value ("5, since 2 + 4 = 6").
+    masked = _CANDIDATE_RE.sub(lambda m: "x" * len(m.group()), s)  # connectives inside math don't count
+    for pattern in (_CLAUSE_RE, _CONSEQUENCE_RE):
+        cut = None
+        for m in pattern.finditer(masked):
+            cut = m
+        if cut and _CANDIDATE_RE.search(s[cut.end() :]):
+            s, masked = s[cut.end() :].strip(), masked[cut.end() :].strip()
+    because = _JUSTIFICATION_RE.search(masked)
+    if because and _CANDIDATE_RE.search(s[: because.start()]):
+        s = s[: because.start()].rstrip(" ,;")
     outside = _CANDIDATE_RE.sub(" ", s)
     if _HEDGE_RE.search(outside):
         return None
@@ -701,6 +718,10 @@ def normalize(raw: str) -> Normalized:
     s = s.replace("\\$", "").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = re.sub(r"\$", " ", s).strip()  # math delimiters left inside ("$1$ and $2$"); \$ is gone already
     s = s.replace("€", "").replace("£", "").replace("¥", "").replace("²", "^2").replace("³", "^3")
+    for uni, tex in _UNICODE_MATH.items():
+        if uni in s:
+            s = s.replace(uni, tex)
+    s = re.sub(r"(?<![a-zA-Z\\])infinity\b|(?<![a-zA-Z\\])inf\b", r"\\infty ", s)
     s = re.sub(r"\\mathrm\{e\}|\\mathrm e(?![a-zA-Z])", "e", s)
     s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?|ℝ|^\\R$", r"(-\\infty, \\infty)", s)  # the real line
     if "\\over" in s:
@@ -755,6 +776,17 @@ _NUMBER_WORDS = {
 }
 
 
+_UNICODE_MATH = {
+    "π": "\\pi ",
+    "∞": "\\infty ",
+    "×": "\\times ",
+    "·": "\\cdot ",
+    "≤": "\\le ",
+    "≥": "\\ge ",
+    "≠": "\\ne ",
+    "∪": "\\cup ",
+    "−": "-",
+}
 _EQ_SPLIT_RE = re.compile(r"(?<![<>!=\\])=(?!=)")
 _LABEL_CMDS = {
     "frac",
