@@ -228,9 +228,7 @@ _CANDIDATE_RE = re.compile(
 )
 _CLAUSE_RE = re.compile(r";")
 _CONSEQUENCE_RE = re.compile(r"\b(?:so|thus|therefore|hence|consequently)\b,?", re.IGNORECASE)
-_JUSTIFICATION_RE = re.compile(
-    r"[,;]?\s+\b(?:since|because|as|given|whereas|due to|for)\b", re.IGNORECASE
-)
+_JUSTIFICATION_RE = re.compile(r"[,;]?\s+\b(?:since|because|as|given|whereas|due to|for)\b", re.IGNORECASE)
 _LIST_GAP_RE = re.compile(r"\s*(?:,|;|&|,?\s*\band\b)\s*", re.IGNORECASE)
 # Text right before a value that makes it an operand, not a result ("3 times 4", "20% of 50").
 _OPERAND_BEFORE_RE = re.compile(
