@@ -385,6 +385,26 @@ def test_a_prose_answer_keeps_its_unit_so_a_different_unit_is_rejected() -> None
     assert not accepted("The distance is 125 miles.", r"125 \text{ km}")
 
 
+@pytest.mark.parametrize(
+    "response,reference,equal",
+    [
+        ("So the answer must be 5, since 2 + 4 = 6.", "5", True),
+        ("So the answer must be 5, since 2 + 4 = 6.", "6", False),  # the justification's value
+        ("Let $d = 90/n$; each divisor gives one, so there are 12 sequences.", "12", True),
+        ("Let $d = 90/n$; each divisor gives one, so there are 12 sequences.", "90/n", False),
+        ("So the number is 10 which is 1,000.99.", "1000.99", True),  # "which is" restates the value
+        ("Final answer: 1,22", "1.22", True),  # decimal comma
+        ("Final answer: 1,22", "122", False),
+        ("Final answer: 1,220", "1.22", False),  # a thousands group
+        (r"\boxed{0,111}", "111", False),  # a leading 0 is never a thousands group
+        (r"\boxed{2π}", r"2\pi", True),
+        (r"\boxed{(-∞, 3]}", r"(-\infty, 3)", False),
+    ],
+)
+def test_result_clause_decimal_comma_and_unicode(response, reference, equal) -> None:
+    assert accepted(response, reference) is equal
+
+
 # ------------------------------------------------------------------------------ bounds stay linear
 
 

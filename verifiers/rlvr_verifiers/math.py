@@ -35,7 +35,9 @@ final answer is ambiguous gets `parse_error`, never a guess.
   (not, maybe, approximately, if...), -> `parse_error`.
 - Else the final statement: the last non-empty line, less closing filler sentences ("I hope it is
   correct.", "Good luck!", "Let me know..."), and in it the last sentence: a bare math line or a math
-  block is taken whole; a prose sentence gives its stated value: the last value in it (a math segment,
+  block is taken whole; a prose sentence gives its stated value, read in its result clause (after the
+  last `;` and the last "so/thus/therefore/hence" that a value follows; a justification after the
+  value, ", since 2 + 4 = 6" / "because" / "as" / "for", is dropped): the last value in it (a math segment,
   or a number with thousands commas, decimals, `a/b`, a percent), with values joined to it by "and" /
   commas (`The roots are 2 and 3` is `2, 3`), and a known unit word after it (`125 miles`). No value is
   read (`parse_error`) when the sentence hedges (or, maybe, perhaps, either, approximately, if, unless,
@@ -52,7 +54,10 @@ Normalisation
   (`\mathrm{e}` is e); `\$`, `€`, `£`, `¥` (currency) are dropped; `\mathbb{R}` is `(-\infty, \infty)`;
   a doubled backslash before a command (`\\frac`, an escaped string pasted as LaTeX) is one, outside
   matrices; a whole answer that is a number word up to twenty (`five`) is that number.
-- A membership label is dropped: `x \in [0, 1)` is `[0, 1)`.
+- A membership label is dropped: `x \in [0, 1)` is `[0, 1)`. Unicode `π ∞ × · ≤ ≥ ≠ ∪ −` and the words
+  `infinity`/`inf` are their LaTeX commands.
+- Decimal comma: `1,22` (one comma, not a thousands group) equals `1.22` written with a point; a leading
+  `0,` is never a thousands group (`0,111` is 0.111, never 111).
 - Approximations: `EXACT \approx DECIMAL` is EXACT (`\frac{\sqrt3}{3} \approx 0.577` is sqrt3/3, never
   0.577); `x \approx 11` is `x = 11`.
 - Thousands separators: `1{,}000`, `1\,000`, `1,\!000` (digit groups of exactly three after the
