@@ -209,6 +209,17 @@ def test_an_intermediate_box_followed_by_prose_loses_to_the_last_box(response, r
     assert accepted(response, reference) is equal
 
 
+def test_text_after_the_response_ends_is_not_read() -> None:
+    few_shot = (
+        "So x = 3.\nFinal Answer: The final answer is $3$. I hope it is correct.\n\nProblem:\nWhat is 2+2?\n"
+        "Solution: 2+2=4.\nFinal Answer: The final answer is $4$. I hope it is correct."
+    )
+    assert accepted(few_shot, "3") and not accepted(few_shot, "4")
+    chat = "The answer is 12.<|im_end|>\n<|im_start|>user\nThe answer is 13."
+    assert accepted(chat, "12") and not accepted(chat, "13")
+    assert accepted("Question: what is asked?\nWe compute \\boxed{5}.", "5")  # a leading "Question:" stays
+
+
 def test_a_final_answer_statement_after_the_last_box_is_the_answer() -> None:
     # The last answer-bearing statement wins: the earlier box is never paid.
     response = r"We had \boxed{12} as a bound. Final Answer: The final answer is 15. I hope it is correct."

@@ -9,7 +9,8 @@ the answer is not paid.
 Extraction (from the response). The final answer is the last answer-bearing statement; a response whose
 final answer is ambiguous gets `parse_error`, never a guess.
 - A chat template's end/turn token (`<|im_end|>`, `<|im_start|>`, `<|endoftext|>`, `<|eot_id|>`,
-  `</s>`) ends the response. R1-Zero `<answer>...</answer>`: the last tagged block is read (by these
+  `</s>`) ends the response, and so does a new "Problem:" / "Question:" line after an answer (a
+  few-shot model writing the next exercise). R1-Zero `<answer>...</answer>`: the last tagged block is read (by these
   same rules); an `<answer>` that never closes is `parse_error`.
 - Boxes: the LAST `\boxed{...}` / `\boxed {...}` / `\fbox{...}` / `\framebox{...}` wins (nested braces
   matched; `\boxed 5` takes the next token). If the last one is never closed (a truncated response) the
@@ -550,6 +551,7 @@ def _final_statement(text: str) -> str | None:
     return _statement_value(last)
 
 
+_NEXT_PROBLEM_RE = re.compile(r"\n\s*(?:#+\s*)?(?:Problem|Question)\s*(?:\d+\s*)?:", re.IGNORECASE)
 _END_TOKEN_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|end)\|>|</s>")
 _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
@@ -559,6 +561,9 @@ def extract_answer(text: str) -> str | None:
     m = _END_TOKEN_RE.search(text)
     if m and text[: m.start()].strip():
         text = text[: m.start()]  # a chat template's end/turn token: what follows is not the response
+    m = _NEXT_PROBLEM_RE.search(text)
+    if m and (_BOX_RE.search(text, 0, m.start()) or _ANSWER_RE.search(text, 0, m.start())):
+        text = text[: m.start()]  # a few-shot model went on to write the next "Problem:" after answering
     if "<answer>" in text.lower():
         # R1-Zero style `<answer>...</answer>`: the last tagged block is the answer region.
         last_tag = None
