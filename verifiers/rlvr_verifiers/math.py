@@ -1,23 +1,66 @@
 r"""The `math` verifier: is the response's final answer equal to the reference answer?
 
-Ground truth: the reference answer string (it may itself contain `\boxed{...}`; then its last boxed
-content is the reference). Score 1.0 with status `ok` when equal, 0.0 otherwise. The bar is ZERO false
+Ground truth: the reference answer string (it may itself contain `\boxed{...}`; then its final boxed
+answer is the reference, read as below; a whole solution without a box but with "#### X" or a
+"final answer is X" statement gives that answer). Score 1.0 with status `ok` when equal, 0.0 otherwise. The bar is ZERO false
 accepts: when equality cannot be established (unparseable, too complex, symbolic check timed out)
 the answer is not paid.
 
-Extraction (from the response)
-- The LAST `\boxed{...}` / `\boxed {...}` / `\fbox{...}` / `\framebox{...}` wins (nested braces are
-  matched; `\boxed 5` without braces takes the next token). If the last one is never closed (a
-  truncated response) the verdict is `parse_error`, never an earlier box.
-- Else the last "final answer is X" / "the answer is X" / "Answer: X" (to the end of that line).
-- Else a trailing final statement: the last non-empty line, when it is a bare math expression, a
-  `$...$` / `\[...\]` block (its last math segment is taken), or ends with "is X" / "= X".
+Extraction (from the response). The final answer is the last answer-bearing statement; a response whose
+final answer is ambiguous gets `parse_error`, never a guess.
+- A chat template's end/turn token (`<|im_end|>`, `<|im_start|>`, `<|endoftext|>`, `<|eot_id|>`,
+  `</s>`) ends the response, and so does a new "Problem:" / "Question:" line after an answer (a
+  few-shot model writing the next exercise). R1-Zero `<answer>...</answer>`: the last tagged block is read (by these
+  same rules); an `<answer>` that never closes is `parse_error`.
+- Boxes: the LAST `\boxed{...}` / `\boxed {...}` / `\fbox{...}` / `\framebox{...}` wins (nested braces
+  matched; `\boxed 5` takes the next token). If the last one is never closed (a truncated response) the
+  verdict is `parse_error`, never an earlier box. Boxes joined ONLY by connectives form one answer, a
+  list in order: `\boxed{(2,2)} \quad \text{and} \quad \boxed{(6,2)}` is `(2,2), (6,2)`, `\boxed{1},
+  \boxed{2}` and `\boxed{1}\boxed{2}` are `1, 2`. Connectives: punctuation, spacing, math delimiters,
+  `and` / `or` / `for part (a)`, and at most one other word when `and`/`or` is there (`\boxed{1} papers
+  and \boxed{2} bins`) and the next box's own label (`x=\boxed{2} or x=\boxed{-3}` is `2, -3`);
+  never a digit, another `=`, or a word like `wait`, `but`, `not`, `so`, `answer`.
+  Anything else between two boxes makes the last box win (`\boxed{3}. Wait... \boxed{5}` is 5), so an
+  intermediate box is never paid, and a list is never equal to one of its items (`\boxed{2} \boxed{4}`
+  != 4). A "final answer" statement after the last box is the last answer-bearing statement and wins
+  (`\boxed{255} ... Final Answer: The final answer is $10,455$.` is 10,455; a hedged one -> `parse_error`;
+  one that states no value, "Final answer: see above", leaves the box).
+- Else the last answer marker: "answer is X", "Answer: X", "answer = X", GSM8K's "#### X", or "Answer"
+  / "Final Answer" at a line start followed directly by math (`Answer $9$`, `Answer \[9\]`). The
+  answer is a math segment right after it (with further segments joined by "and"/commas: `$12$ and
+  $13$`), else the rest of THAT SENTENCE (it ends at `.`/`!`/`?` followed by a space or the end, or a
+  line break, outside math: `12,000,023. I hope it is correct.` is 12,000,023). Inline `$...$` /
+  `\(...\)` never spans lines; `$$`/`\[` may. A trailing parenthetical remark in words is dropped
+  (`5 (the remaining apples)`). A prose answer ("The largest $n$ is 34") gives its stated value (below).
+  More math after the answer in the same sentence (`$3$ or $5$`, `$5$, not $6$`), or a qualified answer
+  (not, maybe, approximately, if...), -> `parse_error`.
+- Else the final statement: the last non-empty line, less closing filler sentences ("I hope it is
+  correct.", "Good luck!", "Let me know..."), and in it the last sentence: a bare math line or a math
+  block is taken whole; a prose sentence gives its stated value, read in its result clause (after the
+  last `;` and the last "so/thus/therefore/hence" that a value follows; a justification after the
+  value, ", since 2 + 4 = 6" / "because" / "as" / "for", is dropped): the last value in it (a math segment,
+  or a number with thousands commas, decimals, `a/b`, a percent), with values joined to it by "and" /
+  commas (`The roots are 2 and 3` is `2, 3`), and a known unit word after it (`125 miles`). No value is
+  read (`parse_error`) when the sentence hedges (or, maybe, perhaps, either, approximately, if, unless,
+  ...), negates the value (`not 16`, `isn't 7`, or any negation after it: `15, not 16`), or the value
+  is an operand (`3 times 4`, `20% of 50`, `5 more than`). An earlier equation in the paragraph is never
+  the answer (`Let $d = 90/n$ ... so there are 12 sequences.` is 12).
+- A `$` before a number that no closing `$` follows (`$18 a day`, `$1,250.`) is currency, not math.
 - Else `parse_error`.
 
 Normalisation
-- `$`, `\(`, `\[`, `\left`, `\right`, `\displaystyle`, `\!`, spacing commands, a trailing period
-  and `\dfrac`/`\tfrac`/`\cfrac` (-> `\frac`) are dropped; `\text{}`/`\mathrm{}`/`\mbox{}` are
-  unwrapped; `\$` (currency) is dropped.
+- `$`, `\(`, `\[`, `\left`, `\right`, `\displaystyle`, `\textstyle`, `\scriptstyle`, `\!`, spacing
+  commands, a trailing period and `\dfrac`/`\tfrac`/`\cfrac` (-> `\frac`) are dropped; `{a \over b}` is
+  `\frac{a}{b}`; `\text{}`/`\textnormal{}`/`\mathrm{}`/`\mbox{}`/`\textbf{}`/... are unwrapped
+  (`\mathrm{e}` is e); `\$`, `€`, `£`, `¥` (currency) are dropped; `\mathbb{R}` is `(-\infty, \infty)`;
+  a doubled backslash before a command (`\\frac`, an escaped string pasted as LaTeX) is one, outside
+  matrices; a whole answer that is a number word up to twenty (`five`) is that number.
+- A membership label is dropped: `x \in [0, 1)` is `[0, 1)`. Unicode `π ∞ × · ≤ ≥ ≠ ∪ −` and the words
+  `infinity`/`inf` are their LaTeX commands.
+- Decimal comma: `1,22` (one comma, not a thousands group) equals `1.22` written with a point; a leading
+  `0,` is never a thousands group (`0,111` is 0.111, never 111).
+- Approximations: `EXACT \approx DECIMAL` is EXACT (`\frac{\sqrt3}{3} \approx 0.577` is sqrt3/3, never
+  0.577); `x \approx 11` is `x = 11`.
 - Thousands separators: `1{,}000`, `1\,000`, `1,\!000` (digit groups of exactly three after the
   separator) are ALWAYS thousands separators, anywhere. A plain comma (`1,000`) or a space
   (`1 000`) is a thousands separator ONLY when the whole answer is one number of the form
@@ -28,10 +71,17 @@ Normalisation
   The number is compared as written; units never convert (`30^\circ` != `\pi/6`, `1 m` != `100 cm`).
   If only one side carries a unit, it is ignored (`5\text{ cm}` == `5`); if both do and they differ
   (after lowercasing and dropping a plural "s"), the answer is wrong.
-- Percent: `\%` is a unit label: `50\%` == `50` and `12.5\%` == `12.5`, but `50\%` != `0.5` and
-  `0.42` != `42` (values are never rescaled by 100).
-- Equations: `x = 5` == `5` (a single variable on the left is a label); if both sides are labelled,
-  the labels must match (`x = 5` != `y = 5`).
+- Percent: `\%`, `percent`, `pct`, `percentage` are one unit label: `50\%` == `50` and `12.5\%` ==
+  `12.5`, but `50\%` != `0.5` and `0.42` != `42` (values are never rescaled by 100).
+- Labels: `NAME = value` is the value labelled NAME, against a bare reference or a reference with the
+  same label: `x = 5` == `5`, `f(x) = 1` == `1`, `(p,q) = (3,2)` == `(3,2)`, `a_{37} = 19`, `|AB| = 1`,
+  `A:B = 1`, `\frac{NO}{BO} = ...`, `x + y = 12` == `12`. A NAME is letters, subscripts, primes, greek
+  letters, operators, parentheses: NO numbers (`f(2) = 5` is not the label f(2) for 5; `7 = 11a+c` and
+  `2x+z = 1` are equations, never equal to `11a+c` or `1`). A chain `x = 5+5+1 = 11` is its last part
+  (labelled x); a computation `2+3 = 5` (no letters) is its result. Labels that differ (`x = 5` vs `y =
+  5`) are compared as equations (so they differ). In a list each item keeps its own label (`a_3 = 2,
+  a_{37} = 19` vs `a_{37} = 19, a_3 = 2`: items match only with their own labels when both are
+  labelled; a labelled item matches a bare one by value: `AB = 4, CD = 5` == `4, 5`).
 - Multiple choice: when the reference is a single letter A-J (optionally `(B)`, `\text{(B)}`), the
   response must name the same letter (`B`, `(B)`, `(B) 42`, `B.`); the letter is compared, nothing else.
   A response naming a second option letter after the first (`A or B`, `(A), (C)`) is wrong (a hedge).
@@ -66,16 +116,30 @@ Equality
   read as a possible hedge, so neither is taken).
 - `^` followed by an unbraced multi-digit number (`2^10`) or `\sqrt` followed by one is ambiguous (LaTeX
   renders `2^10` as 2^1 0) and is only compared as text. `\frac12` follows LaTeX (== 1/2).
+- Lists written in words: `6 \text{ and } 8`, `19, 46, and 82`, `x = 5 \text{ or } x = 6` are the
+  lists `6, 8` etc. (so never equal to one of their items); `;` separates items when there is no comma
+  (`-12;-11;-10`), and inside a tuple without commas (`(0;-2;6)` is `(0,-2,6)`); plain braces only group
+  (`{2, 3, 5}` is the list `2, 3, 5`: LaTeX hides them).
 - Collections: `\{...\}` sets and bare comma lists (`1, 2, 3`, as in "find all solutions") are
   unordered (each element matched once, sizes must agree; duplicates in a `\{\}` set collapse);
   `(a, b)` / `[a, b]` / `(a, b]` tuples and intervals are ordered AND their brackets must match
   (open vs closed ends matter; `(1, 2)` != `[1, 2]`); unions `A \cup B` are unordered. A bare list is
   not equal to a tuple. `\emptyset` == `\varnothing` == `\{\}`. `\infty`/`-\infty` are compared as
   signed infinities.
-- `a \pm b` (one top-level `\pm`, nothing added after `b`) is the unordered pair `a + b, a - b`:
-  `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`.
-- Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`) compare entry by entry, row by row.
-- Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne` are understood; sides compared as values.
+- `a \pm b` (one `\pm` or `\mp`, nothing added after `b` in its group) is the unordered pair `a + b,
+  a - b`: `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`; `\frac{-1 \pm \sqrt{13}}{4}` is its
+  two values; inside a set or list the pair counts as two items (`\{1 \pm \sqrt5, -2\}` has three).
+- Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`, also wrapped in `\left[ ... \right]` or
+  parentheses) compare entry by entry, row by row (a trailing row break is ignored).
+- Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne`/`\lt`/`\gt` are understood; sides compared
+  as values. Two single relations of the same kind are equivalent when one is the other times a
+  constant, decided exactly over the polynomial algebra (never numerically, never sympy): any nonzero
+  constant for `=` and `!=` (`2x+4y-3=0` == `y = -x/2 + 3/4`, `34x+45y-20z+100=0` == its negation), a
+  POSITIVE one for `<` / `<=` (`x < 1` == `-x > -1`, but != `x > 1` and != `-x < -1`). An equation is
+  never equal to an inequality. A reference one-variable inequality (`-2 \le x \le 7`, `k \ge 2`,
+  `0 < f(x) < 1`) equals the interval it describes in the response (`[-2, 7]`, `[2, \infty)`, `(0, 1)`;
+  open/closed ends must match); a reference in interval notation asks for the interval, so an inequality
+  answering it is not paid (as math-verify's default).
 - Anything that does not parse as math is compared as text (lowercased, whitespace collapsed, `\text`
   unwrapped): `\text{Monday}` == `monday`.
 """
@@ -129,21 +193,128 @@ class NotAlgebraic(Exception):
 
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])\s*")
-_ANSWER_RE = re.compile(r"\banswer\b\s*(?:\*\*)?\s*(?:is\b|:|=)", re.IGNORECASE)
-_TRAILING_IS_RE = re.compile(r"(?:\bis|\bare|\bequals|=)\s*([^=\n]+?)\s*$", re.IGNORECASE)
-_MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)", re.DOTALL)
-_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,{}\[\]\\a-zA-Z=<>|!_:]*$")
+# Answer markers: "answer is X", "Answer: X", "answer = X", GSM8K's "#### X", and "Answer $X$" /
+# "Final Answer \[X\]" at the start of a line (math right after the word).
+_ANSWER_RE = re.compile(
+    r"\banswer\b\s*(?:\*\*)?\s*(?:is\b|:|=)"
+    r"|(?:^|\n)[ \t>#*]*(?:final\s+)?answer\b(?:\*\*)?[ \t]*(?=\$|\\\[|\\\()"
+    r"|####",
+    re.IGNORECASE,
+)
+# Display math ($$, \[) may span lines; inline math ($, \() may not.
+_MATH_SEGMENT_RE = re.compile(
+    r"\$\$(.+?)\$\$|\$((?:[^$\\\n]|\\.)+)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL
+)
+_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
+# Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
+# '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
+_SENTENCE_SCAN_RE = re.compile(
+    r"\$\$.*?\$\$|(?<!\\)\$(?:[^$\\\n]|\\.)*\$|\\\([^\n]*?\\\)|\\\[.*?\\\]|\{[^{}\n]*\}|[.!?](?=\s|$)|\n",
+    re.DOTALL,
+)
+# Closing sentences that carry no answer (Minerva's "I hope it is correct.").
+_FILLER_RE = re.compile(
+    r"\s*(?:i hope (?:it|this|that|my answer) (?:is|was) (?:correct|right|helpful)|(?:i )?hope (?:this|it|that) helps"
+    r"|good luck|let me know\b[^.!?]*|thank you|thanks|feel free\b[^.!?]*|please\b[^.!?]*)\s*[.!]?\s*",
+    re.IGNORECASE,
+)
+# Words that make a prose statement a hedge or a qualification: no answer is read from it.
+_HEDGE_RE = re.compile(
+    r"\b(?:or|nor|maybe|perhaps|possibly|probably|either|unless|except|otherwise|approximately|roughly|"
+    r"nearly|almost|guess|unsure|unclear|if|assuming)\b",
+    re.IGNORECASE,
+)
+_NEGATION_RE = re.compile(r"\b(?:not|no|never|nor)\b|n't\b", re.IGNORECASE)
+# A negation right before the value ("is not 5", "isn't exactly 5").
+_NEGATED_BEFORE_RE = re.compile(r"(?:\b(?:not|never)\b|n't)\s*(?:[A-Za-z]+\s+)?$", re.IGNORECASE)
+# A value in prose: a math segment, or a bare number (thousands commas, decimals, percent).
+_CANDIDATE_RE = re.compile(
+    r"\$\$(.+?)\$\$|(?<!\\)\$((?:[^$\\]|\\.)+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
+    r"|(?<![\w.\\^_/])([-\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?![\d.]))?(?:\s*(?:\\?%|percent\b))?)",
+    re.DOTALL,
+)
+_CLAUSE_RE = re.compile(r";")
+_CONSEQUENCE_RE = re.compile(r"\b(?:so|thus|therefore|hence|consequently)\b,?", re.IGNORECASE)
+_JUSTIFICATION_RE = re.compile(r"[,;]?\s+\b(?:since|because|as|given|whereas|due to|for)\b", re.IGNORECASE)
+_LIST_GAP_RE = re.compile(r"\s*(?:,|;|&|,?\s*\band\b)\s*", re.IGNORECASE)
+# Text right before a value that makes it an operand, not a result ("3 times 4", "20% of 50").
+_OPERAND_BEFORE_RE = re.compile(
+    r"(?:[-+*/\u00d7\u00f7^]|\\times|\\cdot|\\div|\btimes|\bplus|\bminus|\bdivided by|\bmultiplied by|\bover"
+    r"|\bout of|\bper|(?:\d|%|percent)\s+of)\s*$",
+    re.IGNORECASE,
+)
+_QUALIFIER_AFTER = {
+    "less",
+    "more",
+    "than",
+    "fewer",
+    "greater",
+    "smaller",
+    "larger",
+    "times",
+    "per",
+    "of",
+    "out",
+    "plus",
+    "minus",
+    "over",
+    "under",
+    "at",
+    "least",
+    "most",
+    "each",
+    "divided",
+}
+# Between two boxes that form one answer only connectives may stand ("\boxed{2} and \boxed{3}").
+_BOX_GAP_WORDS = {"and", "or", "for", "part", "parts", "also", "respectively"}
+_BOX_GAP_DENY = {
+    "no",
+    "not",
+    "wait",
+    "but",
+    "actually",
+    "instead",
+    "wrong",
+    "incorrect",
+    "correct",
+    "so",
+    "therefore",
+    "thus",
+    "hence",
+    "answer",
+    "final",
+    "is",
+    "was",
+    "then",
+    "than",
+    "check",
+    "recheck",
+    "mistake",
+    "oops",
+    "hmm",
+    "earlier",
+    "previous",
+    "before",
+    "correction",
+}
+MAX_JOINED_BOXES = 20
+MAX_PHRASE_CHARS = 3000
 
 
 class Unclosed(Exception):
     pass
 
 
-def _braced(text: str, start: int) -> tuple[str, int]:
-    """Content of the brace group opening at text[start] == '{' and the index after it."""
+class Ambiguous(Exception):
+    """The response states more than one final answer, or qualifies it: it is not paid (parse_error)."""
+
+
+def _braced(text: str, start: int, limit: int | None = None) -> tuple[str, int]:
+    """Content of the brace group opening at text[start] == '{' and the index after it (closing before
+    `limit` when given)."""
     depth = 0
     i = start
-    n = len(text)
+    n = len(text) if limit is None else min(limit, len(text))
     while i < n:
         c = text[i]
         if c == "\\":
@@ -159,20 +330,64 @@ def _braced(text: str, start: int) -> tuple[str, int]:
     raise Unclosed
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{}`-style group; None if there is none; Unclosed if it never closes."""
-    last = None
-    for match in _BOX_RE.finditer(text):  # linear scan; keep the last
-        last = match
-    if last is None:
-        return None
-    i = last.end()
+def _box_content(text: str, i: int, limit: int | None = None) -> tuple[str, int]:
     if i < len(text) and text[i] == "{":
-        return _braced(text, i)[0]
-    m = re.match(r"[^\s$]+", text[i:])
-    if not m:
+        return _braced(text, i, limit)
+    m = re.compile(r"[^\s$]+").match(text, i)
+    if not m or (limit is not None and m.end() > limit):
         raise Unclosed
-    return m.group(0)
+    return m.group(0), m.end()
+
+
+def _boxes_join(gap: str) -> bool:
+    """Whether the text between two boxes only connects them ("\\quad \\text{and} \\quad", ", ")."""
+    # The next box's own label ("x = \boxed{2} or x = \boxed{-3}") is not between the two answers.
+    gap = re.sub(r"(?:[A-Za-z](?:_\{?\w+\}?)?|\\[a-zA-Z]+(?:_\{?\w+\}?)?)\s*=\s*\$?\s*$", "", gap)
+    if len(gap) > 80 or re.search(r"\d|=", gap):
+        return False
+    words = [
+        w.lower()
+        for w in re.findall(
+            r"[A-Za-z]+",
+            _unwrap_text(gap).replace("\\quad", " ").replace("\\qquad", " ").replace("\\text", " "),
+        )
+    ]
+    words = [w for w in words if w not in ("quad", "qquad", "text", "mbox", "textrm")]
+    if any(w in _BOX_GAP_DENY for w in words):
+        return False
+    other = [w for w in words if w not in _BOX_GAP_WORDS and len(w) > 1]
+    return len(words) <= 6 and (not other or (len(other) == 1 and ("and" in words or "or" in words)))
+
+
+def _boxed_with_end(text: str) -> tuple[str, int] | None:
+    """The final boxed answer and where it ends. Boxes joined only by connectives form one answer
+    (a list, in order); otherwise the last box wins. None if there is no box; Unclosed if the last one
+    never closes."""
+    matches = list(_BOX_RE.finditer(text))  # linear scan
+    if not matches:
+        return None
+    last = matches[-1]
+    content, end = _box_content(text, last.end())
+    parts = [content]
+    later_start = last.start()
+    for m in reversed(matches[-1 - MAX_JOINED_BOXES : -1]):
+        try:
+            c, e = _box_content(text, m.end(), later_start)
+        except Unclosed:
+            break  # it encloses the later box (\boxed{\boxed{7}}) or is malformed
+        if not _boxes_join(text[e:later_start]):
+            break
+        parts.append(c)
+        later_start = m.start()
+    if len(parts) == 1:
+        return content, end
+    return ", ".join(p.strip() for p in reversed(parts)), end
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the final `\\boxed{}` answer (see `_boxed_with_end`); None if there is none."""
+    found = _boxed_with_end(text)
+    return None if found is None else found[0]
 
 
 def _strip_math_delims(s: str) -> str:
@@ -183,57 +398,206 @@ def _strip_math_delims(s: str) -> str:
     return s
 
 
-def _first_math_segment(ans: str) -> str:
-    """'$8$. I hope it is correct.' -> '8'. Not when more math or digits follow (a hedge like '$3$ or $5$')."""
-    m = _MATH_SEGMENT_RE.match(ans)
-    if not m:
-        return ans
-    rest = ans[m.end() :]
-    if "$" in rest or "\\(" in rest or re.search(r"\d", rest):
-        return ans
-    return next(g for g in m.groups() if g).strip()
+def _sentences(text: str) -> list[str]:
+    out, start = [], 0
+    for m in _SENTENCE_SCAN_RE.finditer(text):
+        if len(m.group()) == 1 and m.group() in ".!?\n":
+            out.append(text[start : m.start()])
+            start = m.end()
+    out.append(text[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+def _first_sentence(text: str) -> str:
+    for m in _SENTENCE_SCAN_RE.finditer(text):
+        if len(m.group()) == 1 and m.group() in ".!?\n":
+            return text[: m.start()]
+    return text
+
+
+def _drop_currency_dollars(s: str) -> str:
+    # "$18 every day": a dollar sign before a number that no second '$' closes is currency, not math.
+    return _CURRENCY_RE.sub("", s)
+
+
+# A '$' before a number that prose, punctuation, an operator or the end follows ("$18 a day", "$1,250.",
+# "$10,200 + $255"), not a closing '$' ("$14{,}916$" is math).
+_CURRENCY_RE = re.compile(
+    r"(?<![\\$])\$(?=(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d,.]*\$)"
+    r"(?:$|[,;!?.](?:\s|$)|\s+[A-Za-z]{2,}|\s*[-+=*/\u00d7]\s|\s*\)))"
+)
+
+
+def _strip_parenthetical(s: str) -> str:
+    # "15 (the number of apples)": a trailing remark in words (no digits) is not part of the answer.
+    m = re.fullmatch(r"(.*?\S)\s*\(([^()]*)\)\s*\.?", s, re.DOTALL)
+    if m and re.search(r"[A-Za-z]{2,}", m.group(2)) and not re.search(r"\d|\\", m.group(2)):
+        return m.group(1)
+    return s
+
+
+def _is_pure_math(s: str) -> bool:
+    words = re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}", _unwrap_text(s))
+    return bool(_BARE_MATH_RE.match(s)) and not words
+
+
+def _statement_value(sentence: str) -> str | None:
+    """The answer stated by one prose sentence: its last value ("there are 12 distinct sequences" ->
+    12), with a trailing unit in words; a list when values are joined by "and"/commas. None when the
+    sentence hedges or qualifies (or, not, maybe, approximately...), or the last value is an operand
+    ("3 times 4")."""
+    s = _drop_currency_dollars(sentence).strip().rstrip(" .")
+    # The clause that states the result: after the last ";" and the last "so/thus/therefore/hence" when
+    # a value follows it; then without a justification after the value ("5, since 2 + 4 = 6").
+    masked = _CANDIDATE_RE.sub(lambda m: "x" * len(m.group()), s)  # connectives inside math don't count
+    for pattern in (_CLAUSE_RE, _CONSEQUENCE_RE):
+        cut = None
+        for m in pattern.finditer(masked):
+            cut = m
+        if cut and _CANDIDATE_RE.search(s[cut.end() :]):
+            s, masked = s[cut.end() :].strip(), masked[cut.end() :].strip()
+    because = _JUSTIFICATION_RE.search(masked)
+    if because and _CANDIDATE_RE.search(s[: because.start()]):
+        s = s[: because.start()].rstrip(" ,;")
+    outside = _CANDIDATE_RE.sub(" ", s)
+    if _HEDGE_RE.search(outside):
+        return None
+    cands = list(_CANDIDATE_RE.finditer(s))
+    if not cands:
+        return None
+    k = len(cands) - 1
+    while k > 0 and _LIST_GAP_RE.fullmatch(s[cands[k - 1].end() : cands[k].start()]):
+        k -= 1
+    if _OPERAND_BEFORE_RE.search(s[: cands[k].start()]) or _NEGATED_BEFORE_RE.search(s[: cands[k].start()]):
+        return None
+    after = re.sub(r"^[$\u20ac\u00a3\u00a5]", "", s[cands[-1].end() :].strip()).strip()  # "1,000.99$"
+    if re.search(r"[\d$\\=<>]", after) or _NEGATION_RE.search(s[cands[k].start() :]):
+        return None
+    words = re.findall(r"[A-Za-z]+", after)
+    if any(w.lower() in _QUALIFIER_AFTER for w in words):
+        return None
+    values = [next(g for g in c.groups() if g).strip() for c in cands[k:]]
+    value = ", ".join(values)
+    if words and _UNIT_WORD_RE.match(after):  # "125 miles": a known unit stays with its value
+        value += r" \text{ " + " ".join(words[:2]) + "}"
+    return value
+
+
+def _answer_phrase(text: str, pos: int) -> str | None:
+    """The answer after a marker at `pos`: a math segment (with any segments joined to it by "and" or
+    commas), else the rest of that sentence. Ambiguous when more math follows in the same sentence."""
+    rest = text[pos : pos + MAX_PHRASE_CHARS].lstrip(" \t\r\n:*").lstrip()
+    rest = _drop_currency_dollars(re.sub(r'^\\?["\u201c`]', "", rest))  # a quoted answer: "\"$12$\""
+    m = _MATH_SEGMENT_RE.match(rest)
+    if m:
+        values = [next(g for g in m.groups() if g).strip()]
+        end = m.end()
+        while True:
+            gap = _LIST_GAP_RE.match(rest, end)
+            nxt = _MATH_SEGMENT_RE.match(rest, gap.end()) if gap else None
+            if not nxt:
+                break
+            values.append(next(g for g in nxt.groups() if g).strip())
+            end = nxt.end()
+        tail = _strip_parenthetical("x" + _first_sentence(rest[end:]))[1:]
+        unit_tail = re.fullmatch(r"\s*[A-Za-z][A-Za-z ]{0,30}\^\{?[23]\}?\s*", tail or "")
+        if (
+            (re.search(r"\d|\$|\\\(|\\\[", tail) and not unit_tail)
+            or _HEDGE_RE.search(tail)
+            or _NEGATION_RE.search(tail)
+        ):
+            raise Ambiguous(f"more after the answer: {rest[: end + 40]!r}")
+        unit = re.fullmatch(r"\s*([A-Za-z][A-Za-z ]{0,30})(\^\{?[23]\}?)?\s*", tail or "")
+        if unit:  # "$125$ miles", "$\frac12$ cm^2": a unit in words
+            values[-1] += r" \text{ " + unit.group(1).strip() + "}" + (unit.group(2) or "")
+        return ", ".join(values)
+    sentence = _strip_parenthetical(_first_sentence(rest).strip()).strip().rstrip(" .").strip("*").strip()
+    if not sentence:
+        return None
+    if _is_pure_math(sentence):
+        if _NEGATION_RE.search(sentence) or _HEDGE_RE.search(re.sub(r"\bor\b", "", sentence)):
+            raise Ambiguous(f"the answer is qualified: {sentence[:80]!r}")
+        return sentence
+    value = _statement_value(sentence)
+    if value is None:
+        if not _CANDIDATE_RE.search(_drop_currency_dollars(sentence)):
+            return None  # "Final answer: see above": no value stated here
+        raise Ambiguous(f"the answer statement is hedged or qualified: {sentence[:80]!r}")
+    return value
+
+
+def _final_statement(text: str) -> str | None:
+    """The answer of a response's last statement (no box, no marker): the last non-empty line, less
+    closing filler ("I hope it is correct."); a math block or bare math line is taken whole, a prose
+    sentence gives its stated value (`_statement_value`)."""
+    lines = [ln.strip() for ln in text[-20_000:].rstrip().splitlines()[-4:] if ln.strip()]
+    while lines:
+        line = lines[-1]
+        if line in ("$$", "\\]") and len(lines) >= 2:
+            return _strip_math_delims(lines[-2]).rstrip(" .") or None
+        sentences = _sentences(line[-5000:])
+        while sentences and _FILLER_RE.fullmatch(sentences[-1]):
+            sentences.pop()
+        if sentences:
+            break
+        lines.pop()
+    if not lines:
+        return None
+    last = sentences[-1].strip().rstrip(" .")
+    stripped = _strip_math_delims(last)
+    if stripped != last and not re.search(r"(?<!\\)\$|\\\(|\\\[", stripped):
+        return stripped.rstrip(" .") or None
+    if _is_pure_math(last) and "$" not in last:
+        return last or None
+    return _statement_value(last)
+
+
+_NEXT_PROBLEM_RE = re.compile(r"\n\s*(?:#+\s*)?(?:Problem|Question)\s*(?:\d+\s*)?:", re.IGNORECASE)
+_END_TOKEN_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|end)\|>|</s>")
+_ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
 
 def extract_answer(text: str) -> str | None:
-    """The final answer in a response (see the module doc), or None. Raises Unclosed."""
-    boxed = last_boxed(text)
+    """The final answer in a response (see the module doc), or None. Raises Unclosed / Ambiguous."""
+    m = _END_TOKEN_RE.search(text)
+    if m and text[: m.start()].strip():
+        text = text[: m.start()]  # a chat template's end/turn token: what follows is not the response
+    m = _NEXT_PROBLEM_RE.search(text)
+    if m and (_BOX_RE.search(text, 0, m.start()) or _ANSWER_RE.search(text, 0, m.start())):
+        text = text[: m.start()]  # a few-shot model went on to write the next "Problem:" after answering
+    if "<answer>" in text.lower():
+        # R1-Zero style `<answer>...</answer>`: the last tagged block is the answer region.
+        last_tag = None
+        for m in _ANSWER_TAG_RE.finditer(text):
+            last_tag = m
+        if last_tag is None or re.search(r"<answer>", text[last_tag.end() :], re.IGNORECASE):
+            raise Ambiguous("an <answer> tag is never closed")
+        inner = last_tag.group(1).strip()
+        if "<answer>" in inner.lower():
+            raise Ambiguous("nested <answer> tags")
+        return extract_answer(inner) if inner else None
+    boxed = _boxed_with_end(text)
     if boxed is not None:
-        return boxed
+        content, end = boxed
+        # A "final answer" statement after the last box is the last answer-bearing statement: it wins
+        # (hedged -> Ambiguous); one that states no value ("Final answer: see above") leaves the box.
+        final = None
+        for m in _ANSWER_RE.finditer(text, end):  # linear; only the last such statement is read
+            if "final" in text[max(0, m.start() - 12) : m.end()].lower():
+                final = m
+        if final is not None:
+            later = _answer_phrase(text, final.end())
+            if later:
+                return later
+        return content
     last = None
     for match in _ANSWER_RE.finditer(text):
         last = match
     if last is not None:
-        ans = text[last.end() :].split("\n", 1)[0].strip().lstrip(":*").strip().strip("*").strip()
-        if ans.strip(" .:"):
-            return _first_math_segment(ans).rstrip(" .")
-    # A trailing final statement.
-    lines = [ln.strip() for ln in text.rstrip().splitlines()[-3:] if ln.strip()]
-    if not lines:
-        return None
-    line = lines[-1]
-    if line in ("$$", "\\]") and len(lines) >= 2:
-        line = lines[-2]
-        return _strip_math_delims(line).rstrip(" .")
-    stripped = _strip_math_delims(line.rstrip(" ."))
-    if stripped != line.rstrip(" .") and "$" not in stripped:
-        return stripped.rstrip(" .")
-    segs = _MATH_SEGMENT_RE.findall(line)
-    if segs:
-        text_only = _MATH_SEGMENT_RE.sub("", line)
-        seg = next(g for g in segs[-1] if g)
-        if re.search(
-            r"(?:\bis|\bare|\bequals|=|:)\s*$", text_only.split("$")[-1].rstrip(" .")
-        ) or not re.search(r"[a-zA-Z]{2,}", text_only):
-            return seg.strip()
-        if "=" in seg:
-            return seg.strip()
-        return None
-    if _BARE_MATH_RE.match(line) and not re.search(r"[a-zA-Z]{4,}", line):
-        return line.rstrip(" .")
-    m = _TRAILING_IS_RE.search(line.rstrip(" ."))
-    if m and len(m.group(1)) <= 40:
-        return m.group(1).strip()
-    return None
+        phrase = _answer_phrase(text, last.end())
+        if phrase:
+            return phrase
+    return _final_statement(text)
 
 
 # ==================================================================================================
@@ -244,7 +608,8 @@ _UNIT_WORDS = (
     "yards?|yd|miles?|mi|sq|square|units?|degrees?|deg|radians?|rad|dollars?|cents?|euros?|pounds?|"
     "lbs?|kg|grams?|kilograms?|seconds?|sec|minutes?|min|hours?|hrs?|days?|weeks?|months?|"
     "years?|liters?|litres?|ml|mph|km/h|gallons?|ounces?|oz|people|students|ways|times|"
-    "percent|points?|cups?|pages?|books?|marbles?|cookies|apples|tiles"
+    "percent|percentage|pct|points?|cups?|pages?|books?|marbles?|cookies|apples|tiles|yuan|rupees?|usd|"
+    "mg|cm3|ml|kwh|kw|watts?|volts?|amps?|joules?|newtons?|hz|kph|m/s|km/s|cents?|tons?|tonnes?"
 )
 _UNIT_TAIL_RE = re.compile(
     r"^(?P<body>.*?[\d}).])(?:\s*(?P<unit>(?:(?:square|sq\.?|cubic)\s+)?(?:" + _UNIT_WORDS + r"))"
@@ -252,11 +617,13 @@ _UNIT_TAIL_RE = re.compile(
     r"(?P<pow>\s*\^\s*\{?\d\}?)?\s*$",
     re.IGNORECASE,
 )
+# A unit word at the start of the words after a value in prose ("125 miles long").
+_UNIT_WORD_RE = re.compile(r"(?:(?:square|sq|cubic)\s+)?(?:" + _UNIT_WORDS + r")\b", re.IGNORECASE)
 _TEXT_CMD_RE = re.compile(
-    r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|mathit|textup|operatorname)\s*\{"
+    r"\\(?:text|textbf|textit|textrm|textnormal|textsf|mbox|mathrm|mathbf|mathit|mathsf|mathnormal|textup|operatorname|boldsymbol|bm)\s*\{"
 )
-_THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_THOUSANDS_SPACE_RE = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$")
+_THOUSANDS_SPACE_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?$")
 _CHOICE_RE = re.compile(r"^\(?([A-J])\)?$")
 _CHOICE_RESPONSE_RE = re.compile(r"^\(?([A-J])(?:\)|\.|:|\s|$)")
 
@@ -306,7 +673,14 @@ def _is_unit_text(text: str) -> bool:
 
 def _canon_unit(unit: str) -> str:
     u = re.sub(r"[\s\\{}^.]", "", unit.lower())
-    u = {"%": "percent", "deg": "degree", "circ": "degree", "°": "degree"}.get(u, u)
+    u = {
+        "%": "percent",
+        "pct": "percent",
+        "percentage": "percent",
+        "deg": "degree",
+        "circ": "degree",
+        "°": "degree",
+    }.get(u, u)
     for suffix in ("es", "s"):
         if u.endswith(suffix) and len(u) > len(suffix) + 1 and u not in ("inches",):
             return u[: -len(suffix)]
@@ -324,6 +698,10 @@ def normalize(raw: str) -> Normalized:
     s = raw.strip()
     s = _strip_math_delims(s)
     s = s.replace("\n", " ").replace("\u2212", "-")
+    if "\\begin" not in s:  # "\\\\frac" (an escaped string pasted as LaTeX) is "\\frac"; not in matrices
+        s = re.sub(r"\\\\(?=[a-zA-Z])", lambda _: "\\", s)
+    s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d{3}(?!\d))", r"\1", s)
+    s = re.sub(r"\(([^(),;]*;[^(),]*)\)", lambda m: "(" + m.group(1).replace(";", ",") + ")", s)
     # Thousands separators that are unambiguous typography, before spacing commands disappear.
     s = re.sub(r"(\d),\\!\s*(?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"(\d)\{,\}(?=\d{3}(?!\d))", r"\1", s)
@@ -331,6 +709,8 @@ def normalize(raw: str) -> Normalized:
     s = re.sub(r"(\d)\\,(?=\d{3}(?!\d))", r"\1", s)
     for cmd in (
         "\\displaystyle",
+        "\\textstyle",
+        "\\scriptstyle",
         "\\left",
         "\\right",
         "\\bigl",
@@ -345,6 +725,18 @@ def normalize(raw: str) -> Normalized:
     s = re.sub(r"\\(?:dfrac|tfrac|cfrac)(?![a-zA-Z])", r"\\frac", s)
     s = re.sub(r"(?<!\\)\\(?:,|;|:|quad|qquad| )|~", " ", s)  # not the second half of a \\ row break
     s = s.replace("\\$", "").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    s = re.sub(r"\$", " ", s).strip()  # math delimiters left inside ("$1$ and $2$"); \$ is gone already
+    s = s.replace("€", "").replace("£", "").replace("¥", "").replace("²", "^2").replace("³", "^3")
+    for uni, tex in _UNICODE_MATH.items():
+        if uni in s:
+            s = s.replace(uni, tex)
+    s = re.sub(r"(?<![a-zA-Z\\])infinity\b|(?<![a-zA-Z\\])inf\b", r"\\infty ", s)
+    s = re.sub(r"\\mathrm\{e\}|\\mathrm e(?![a-zA-Z])", "e", s)
+    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?|ℝ|^\\R$", r"(-\\infty, \\infty)", s)  # the real line
+    if "\\over" in s:
+        s = _over_to_frac(s)
+    s = _drop_membership(s)
+    s = _drop_approximation(s)
     s = re.sub(r"\\(?:emptyset|varnothing)(?![a-zA-Z])|∅", "\\\\emptyset", s)
     unit = None
     # Degrees and percent.
@@ -376,11 +768,163 @@ def normalize(raw: str) -> Normalized:
         s = s.replace(",", "")
     elif _THOUSANDS_SPACE_RE.match(s):
         s = s.replace(" ", "")
-    label = None
-    m = re.fullmatch(r"([a-zA-Z](?:_\{?[\w]+\}?)?|\\[a-zA-Z]+)\s*=\s*([^=]+)", s)
-    if m and m.group(1) not in ("\\infty", "\\pi"):
-        label, s = m.group(1).replace("{", "").replace("}", ""), m.group(2).strip()
+    s = _LIST_WORD_RE.sub(", ", s).strip(" ,") if re.search(r"\b(?:and|or)\b", s) else s
+    if ";" in s and "," not in s:
+        s = s.replace(";", ",")
+    label, s = _split_label(s)
+    s = _NUMBER_WORDS.get(s.lower(), s)  # "five" (the whole answer a number word) is 5
     return Normalized(s, unit, label)
+
+
+_NUMBER_WORDS = {
+    w: str(k)
+    for k, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+
+
+_UNICODE_MATH = {
+    "π": "\\pi ",
+    "∞": "\\infty ",
+    "×": "\\times ",
+    "·": "\\cdot ",
+    "≤": "\\le ",
+    "≥": "\\ge ",
+    "≠": "\\ne ",
+    "∪": "\\cup ",
+    "−": "-",
+}
+_EQ_SPLIT_RE = re.compile(r"(?<![<>!=\\])=(?!=)")
+_LABEL_CMDS = {
+    "frac",
+    "angle",
+    "measuredangle",
+    "triangle",
+    "overline",
+    "cdot",
+    "vert",
+    "lvert",
+    "rvert",
+    "vec",
+}
+
+
+def _top_level_positions(s: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """Matches of `pattern` outside (), [], {} groups."""
+    out, depth, pos = [], 0, 0
+    for m in pattern.finditer(s):
+        for c in s[pos : m.start()]:
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+        pos = m.start()
+        if depth == 0:
+            out.append(m)
+    return out
+
+
+def _label_of(lhs: str) -> str | None:
+    """The canonical name when `lhs` names what is being given (`x`, `a_{37}`, `f(x)`, `(p,q)`, `AB`,
+    `|AB|`, `A:B`, `\\frac{NO}{BO}`, `x+y`): letters, subscripts and operators, no numbers. None when
+    `lhs` is an expression with numbers (`2x+z`, `7`), which makes the whole an equation."""
+    t = lhs.strip()
+    if not t or len(t) > 40:
+        return None
+    core = re.sub(r"_\{[^{}]*\}|_\\?\w+|'|\^\{?\\prime\}?", "", t)
+    if re.search(r"\d|[=<>]", core):
+        return None
+    cmds = re.findall(r"\\([a-zA-Z]+)", core)
+    if any(c not in _GREEK and c not in _LABEL_CMDS for c in cmds):
+        return None
+    if not re.fullmatch(r"[A-Za-z\\{}()|:,+\-*/\s\[\]]*", core):
+        return None
+    if not (re.search(r"[A-Za-z]", re.sub(r"\\[a-zA-Z]+", "", core)) or any(c in _GREEK for c in cmds)):
+        return None
+    return re.sub(r"[\s{}]", "", t)
+
+
+def _split_label(s: str) -> tuple[str | None, str]:
+    """`NAME = value` -> (NAME, value); a chain `x = 5+5+1 = 11` -> (x, 11) (its value is the last
+    part). Not for lists (`k = 45, n = 2`: each item keeps its own label) nor for equations whose left
+    side is an expression with numbers (`2x+4y-3=0`)."""
+    eqs = _top_level_positions(s, _EQ_SPLIT_RE)
+    if not eqs or _top_level_positions(s, re.compile(r",")):
+        return None, s
+    if re.search(r"<|>|\\(?:le|ge|leq|geq|lt|gt|ne|neq)(?![a-zA-Z])", s):
+        return None, s
+    parts = (
+        [s[: eqs[0].start()]]
+        + [s[a.end() : b.start()] for a, b in zip(eqs, eqs[1:], strict=False)]
+        + [s[eqs[-1].end() :]]
+    )
+    if any(not p.strip() for p in parts):
+        return None, s
+    label = _label_of(parts[0])
+    if len(parts) == 2 and label is None:
+        if not any(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts):
+            return None, parts[1].strip()  # a computation "2+3 = 5": its result
+        return None, s
+    return label, parts[-1].strip()
+
+
+def _over_to_frac(s: str) -> str:
+    """`{a \\over b}` -> `{\\frac{a}{b}}` (TeX's primitive fraction; its group is the enclosing braces)."""
+    for _ in range(20):
+        m = re.search(r"\\over(?![a-zA-Z])", s)
+        if not m:
+            break
+        depth, i = 0, m.start() - 1
+        while i >= 0:
+            if s[i] == "}":
+                depth += 1
+            elif s[i] == "{":
+                if depth == 0:
+                    break
+                depth -= 1
+            i -= 1
+        depth, j = 0, m.end()
+        while j < len(s):
+            if s[j] == "{":
+                depth += 1
+            elif s[j] == "}":
+                if depth == 0:
+                    break
+                depth -= 1
+            j += 1
+        s = (
+            s[: i + 1]
+            + "\\frac{"
+            + s[i + 1 : m.start()].strip()
+            + "}{"
+            + s[m.end() : j].strip()
+            + "}"
+            + s[j:]
+        )
+    return s
+
+
+def _drop_membership(s: str) -> str:
+    # "x \in [1, 2)": the variable is a label of the set it belongs to.
+    m = re.match(
+        r"\s*(?:[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|\([a-z](?:\s*,\s*[a-z])+\))\s*\\in(?![a-zA-Z])\s*", s
+    )
+    return s[m.end() :] if m and m.end() < len(s) else s
+
+
+def _drop_approximation(s: str) -> str:
+    """`\\frac13 \\approx 0.333` -> the exact value; `x \\approx 11` -> `x = 11`; `\\approx 11` -> 11."""
+    m = re.search(r"\\approx(?![a-zA-Z])|≈", s)
+    if not m:
+        return s
+    left, right = s[: m.start()].strip(), re.split(r"\\approx(?![a-zA-Z])|≈", s[m.end() :])[0].strip()
+    if not left:
+        return right
+    if _label_of(left) is not None and not _EQ_SPLIT_RE.search(left):
+        return f"{left} = {right}"
+    return left
 
 
 # ==================================================================================================
@@ -787,7 +1331,7 @@ class Scalar:
 
 @dataclass
 class Collection:
-    kind: str  # "set" (unordered, deduplicated), "list" (unordered bare list), "seq" (ordered)
+    kind: str  # "set" (unordered, deduplicated), "list" (unordered bare list), "seq" (ordered), "pm" (a \pm pair)
     items: list[Any]
     brackets: str = ""  # for seq: opening+closing bracket, e.g. "(]"
 
@@ -842,13 +1386,21 @@ def _detok(tokens: list[tuple[str, str]]) -> str:
 def parse_value(text: str, depth: int = 0) -> Any:
     if depth > 8:
         raise TooComplex("collections nested too deep")
-    m = _MATRIX_RE.fullmatch(text.strip())
+    text = text.strip()
+    wrapped = _WRAPPED_MATRIX_RE.fullmatch(text)  # \left[\begin{array}...\end{array}\right]
+    if wrapped:
+        text = wrapped.group(1)
+    m = _MATRIX_RE.fullmatch(text)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
         if not rows:
             raise ParseFailure("empty matrix")
         cells = [Collection("seq", [parse_value(c, depth + 1) for c in row.split("&")], "[]") for row in rows]
         return Collection("seq", cells, "M")
+    # Lists written with words or semicolons: "6 and 8", "19, 46, and 82", "x = 5 or x = 6", "-12; -11".
+    text = _LIST_WORD_RE.sub(", ", text)
+    if ";" in text and "," not in text:
+        text = text.replace(";", ",")
     if _WORD_RE.search(text):
         raise ParseFailure("contains a word")
     tokens = tokenize(text)
@@ -857,6 +1409,8 @@ def parse_value(text: str, depth: int = 0) -> Any:
     return _value(tokens, depth)
 
 
+_LIST_WORD_RE = re.compile(r"\s*,?\s*(?<![\\a-zA-Z])(?:and|or)(?![a-zA-Z])\s*")
+_WRAPPED_MATRIX_RE = re.compile(r"[\[(]\s*(\\begin\{([pbvB]?matrix|array)\}.*\\end\{\2\})\s*[\])]", re.DOTALL)
 _MATRIX_RE = re.compile(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 # Three or more plain letters in a row (not a \command) make the answer text, not a product of variables.
 _WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
@@ -874,28 +1428,39 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
     if vals[0] == "\\{" and vals[-1] == "\\}" and _outer_group_closes_at_end(tokens):
         inner = tokens[1:-1]
         items = [_value(p, depth + 1) for p in _split_top(inner, {","})] if inner else []
-        return Collection("set", items)
+        return Collection("set", _flatten_pm(items))
+    if vals[0] == "{" and vals[-1] == "}" and _outer_group_closes_at_end(tokens):
+        if len(_split_top(tokens[1:-1], {","})) > 1:  # {2, 3, 5}: plain braces only group (LaTeX hides them)
+            return _value(tokens[1:-1], depth + 1)
     if vals[0] in ("(", "[") and vals[-1] in (")", "]") and _outer_group_closes_at_end(tokens):
         parts = _split_top(tokens[1:-1], {","})
         if len(parts) > 1:
             return Collection("seq", [_value(p, depth + 1) for p in parts], vals[0] + vals[-1])
     parts = _split_top(tokens, {","})
     if len(parts) > 1:
-        return Collection("list", [_value(p, depth + 1) for p in parts])
+        return Collection("list", _flatten_pm([_value(p, depth + 1) for p in parts]))
     if not tokens:
         raise ParseFailure("empty item")
-    pm = _split_top(tokens, {"\\pm"})
+    # A labelled item inside a collection: x = 1, a_{37} = 19, f(x) = 2 (a chain keeps its last part).
+    eq_parts = _split_top(tokens, {"="})
+    if len(eq_parts) > 1 and all(eq_parts) and not any(v in _REL for v in vals):
+        label = _label_of(_detok_tex(eq_parts[0]))
+        if label is not None:
+            value = _value(eq_parts[-1], depth + 1)
+            if isinstance(value, Scalar):
+                value.label = label
+            return value
+    pm = _split_top(tokens, {"\\pm", "\\mp"})
+    if len(pm) == 1 and ("\\pm" in vals or "\\mp" in vals):
+        return _nested_pm(tokens)
     if len(pm) == 2:  # a \pm b: the unordered pair {a + b, a - b}
         if len(_split_top(pm[1], {"+", "-"})) > 1:
             raise ParseFailure("ambiguous \\pm with a sum after it")
         a = _parse_tokens(pm[0]) if pm[0] else ["num", "0", "int"]
         b = _parse_tokens(pm[1])
-        return Collection("list", [Scalar(["add", a, b]), Scalar(["add", a, ["neg", b]])])
+        return Collection("pm", [Scalar(["add", a, b]), Scalar(["add", a, ["neg", b]])])
     if len(pm) > 2:
         raise ParseFailure("more than one \\pm")
-    # A labelled item inside a collection: x = 1.
-    if len(tokens) > 2 and tokens[1][1] == "=" and tokens[0][0] == "letter" and "=" not in vals[2:]:
-        return Scalar(_parse_tokens(tokens[2:]), tokens[0][1])
     rel_parts = _split_top(tokens, set(_REL) | {"="})
     if len(rel_parts) > 1:
         ops = [_REL.get(v, v) for v in vals if v in _REL or v == "="]
@@ -912,6 +1477,39 @@ def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
             chain.append(e)
         return Relation(chain)
     return Scalar(_parse_tokens(tokens))
+
+
+def _flatten_pm(items: list[Any]) -> list[Any]:
+    """`\\{1 \\pm \\sqrt5, -2\\}` is the three values 1+sqrt5, 1-sqrt5, -2."""
+    out: list[Any] = []
+    for it in items:
+        out.extend(it.items if isinstance(it, Collection) and it.kind == "pm" else [it])
+    return out
+
+
+def _detok_tex(tokens: list[tuple[str, str]]) -> str:
+    return "".join(v + (" " if v.startswith("\\") else "") for _, v in tokens)
+
+
+def _nested_pm(tokens: list[tuple[str, str]]) -> Collection:
+    """`\\frac{-1 \\pm \\sqrt{13}}{4}`: one \\pm inside a group is the unordered pair of its + and -
+    readings, when no further sum follows it inside that group (else it is ambiguous)."""
+    idx = [k for k, (_, v) in enumerate(tokens) if v in ("\\pm", "\\mp")]
+    if len(idx) != 1:
+        raise ParseFailure("more than one \\pm")
+    depth = 0
+    for _, v in tokens[idx[0] + 1 :]:
+        if v in _OPEN:
+            depth += 1
+        elif v in _CLOSE:
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and v in ("+", "-"):
+            raise ParseFailure("ambiguous \\pm with a sum after it")
+    plus = tokens[: idx[0]] + [("op", "+")] + tokens[idx[0] + 1 :]
+    minus = tokens[: idx[0]] + [("op", "-")] + tokens[idx[0] + 1 :]
+    return Collection("pm", [Scalar(_parse_tokens(plus)), Scalar(_parse_tokens(minus))])
 
 
 def _parse_tokens(tokens: list[tuple[str, str]]) -> list[Any]:
@@ -1276,24 +1874,31 @@ def _inf_sign(node: list[Any]) -> int:
 def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
     if isinstance(a, Scalar) and isinstance(b, Scalar):
         if a.label and b.label and a.label != b.label:
-            return False
+            # `x + y = 5` vs `y = 5 - x`: different labels, possibly the same equation.
+            ra, rb = _label_relation(a), _label_relation(b)
+            return ra is not None and rb is not None and _equations_equivalent(ra, rb)
         return _scalar_equal(a.tree, b.tree, ctx)
     if isinstance(a, Text) or isinstance(b, Text):
         return isinstance(a, Text) and isinstance(b, Text) and a.text == b.text
+    if isinstance(a, Scalar) and a.label and isinstance(b, Relation):
+        a = _label_relation(a) or a
+    if isinstance(b, Scalar) and b.label and isinstance(a, Relation):
+        b = _label_relation(b) or b
     if isinstance(a, Relation) and isinstance(b, Relation):
-        if len(a.chain) != len(b.chain):
-            return False
-        for x, y in zip(a.chain, b.chain, strict=True):
-            if isinstance(x, str) or isinstance(y, str):
-                if x != y:
-                    return False
-            elif not _scalar_equal(x, y, ctx):
-                return False
-        return True
+        if len(a.chain) == len(b.chain) and all(
+            (x == y) if isinstance(x, str) or isinstance(y, str) else _scalar_equal(x, y, ctx)
+            for x, y in zip(a.chain, b.chain, strict=True)
+        ):
+            return True
+        return _equations_equivalent(a, b)
+    if isinstance(b, Relation) and isinstance(a, Collection):
+        # The reference states an inequality, the response its interval: the same set. Not the other way
+        # round: a reference in interval notation asks for the interval.
+        b = _relation_interval(b) or b
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
     if isinstance(a, Collection) and isinstance(b, Collection):
-        unordered = {"set", "list"}
+        unordered = {"set", "list", "pm"}
         if a.kind == "seq" or b.kind == "seq":
             if a.kind != b.kind or a.brackets != b.brackets or len(a.items) != len(b.items):
                 return False
@@ -1303,6 +1908,70 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
             bi = _dedupe(b.items, ctx) if b.kind == "set" else b.items
             return _unordered_equal(ai, bi, ctx)
     return False
+
+
+def _label_relation(s: Scalar) -> Relation | None:
+    """`y = 2x+3` as the equation it is (None when the label is not an expression, e.g. `(p,q)`)."""
+    try:
+        return Relation([parse_expr(s.label or ""), "=", s.tree])
+    except (ParseFailure, TooComplex, IndexError, ValueError):
+        return None
+
+
+def _equations_equivalent(a: Relation, b: Relation) -> bool:
+    """Single relations with the same solution set because one is a constant multiple of the other,
+    decided exactly: `2x+4y-3=0` == `y=-x/2+3/4` (any nonzero factor for = and !=), `x<1` == `-x>-1`
+    (a positive factor for < and <=; `x<1` != `x>1`). Only polynomial sides over the exact algebra; what
+    it cannot represent is not equal (never asks sympy)."""
+    if len(a.chain) != 3 or len(b.chain) != 3 or a.chain[1] != b.chain[1]:
+        return False
+    try:
+        da = _add(algebra(a.chain[0]), {k: -v for k, v in algebra(a.chain[2]).items()})
+        db = _add(algebra(b.chain[0]), {k: -v for k, v in algebra(b.chain[2]).items()})
+    except (NotAlgebraic, ZeroDivisionError):
+        return False
+    if not da or not db:
+        return not da and not db
+    key = next(iter(da))
+    if key not in db:
+        return False
+    c = db[key] / da[key]
+    if a.chain[1] in ("<", "<=") and c <= 0:
+        return False
+    return len(da) == len(db) and all(db.get(k) == c * v for k, v in da.items())
+
+
+def _free_vars(node: list[Any], out: set[str]) -> set[str]:
+    if node[0] == "var" and node[1] not in ("e", "i"):
+        out.add(node[1])
+    for child in node[1:]:
+        if isinstance(child, list):
+            _free_vars(child, out)
+    return out
+
+
+def _relation_interval(r: Relation) -> Collection | None:
+    """A one-variable inequality as the interval it describes: `-2 <= x < 7` -> [-2, 7), `x > 3` ->
+    (3, \\infty), `k <= 2` -> (-\\infty, 2]. None when it is not of that form."""
+    c = r.chain
+    if any(isinstance(op, str) and op not in ("<", "<=") for op in c[1::2]):
+        return None
+    neg_inf, inf = ["neg", ["inf"]], ["inf"]
+
+    def is_var(node: list[Any]) -> bool:  # a variable, or a function application f(x) (parsed f*x)
+        if node[0] == "mul":
+            return is_var(node[1]) and is_var(node[2])
+        return node[0] == "var" and node[1] not in ("e", "i")
+
+    if len(c) == 5 and is_var(c[2]) and not (_free_vars(c[0], set()) | _free_vars(c[4], set())):
+        lo, hi, br = c[0], c[4], ("(" if c[1] == "<" else "[") + (")" if c[3] == "<" else "]")
+    elif len(c) == 3 and is_var(c[0]) and not _free_vars(c[2], set()):
+        lo, hi, br = neg_inf, c[2], "(" + (")" if c[1] == "<" else "]")
+    elif len(c) == 3 and is_var(c[2]) and not _free_vars(c[0], set()):
+        lo, hi, br = c[0], inf, ("(" if c[1] == "<" else "[") + ")"
+    else:
+        return None
+    return Collection("seq", [Scalar(lo), Scalar(hi)], br)
 
 
 def _dedupe(items: list[Any], ctx: _Ctx) -> list[Any]:
@@ -1366,6 +2035,18 @@ def _choice(s: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _decimal_comma_equal(a: str, b: str) -> bool:
+    """`1,22` (a decimal comma: one comma, not a thousands group) against `1.22` written with a point."""
+    for x, y in ((a, b), (b, a)):
+        if (
+            re.fullmatch(r"-?\d+,\d+", x)
+            and not _THOUSANDS_WHOLE_RE.match(x)
+            and re.fullmatch(r"-?\d+\.\d+", y)
+        ):
+            return Fraction(x.replace(",", ".")) == Fraction(y)
+    return False
+
+
 def check(
     response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S, allow_symbolic: bool = True
 ) -> Verdict:
@@ -1391,9 +2072,11 @@ def check(
         return Verdict(0.0, WRONG, f"choice {got or resp_norm.text[:40]!r} != {letter}")
     if ref.norm.unit and resp_norm.unit and ref.norm.unit != resp_norm.unit:
         return Verdict(0.0, WRONG, f"unit {resp_norm.unit!r} != {ref.norm.unit!r}")
-    if ref.norm.label and resp_norm.label and ref.norm.label != resp_norm.label:
-        return Verdict(0.0, WRONG, f"label {resp_norm.label!r} != {ref.norm.label!r}")
-    if resp_norm.text == ref.norm.text:
+    if _decimal_comma_equal(resp_norm.text, ref.norm.text):
+        return Verdict(1.0, OK, "decimal comma")
+    if resp_norm.text == ref.norm.text and (
+        not (ref.norm.label and resp_norm.label) or ref.norm.label == resp_norm.label
+    ):
         return Verdict(1.0, OK, "identical")
     resp = _prepare(response_answer)
     for side in (ref, resp):
@@ -1423,6 +2106,14 @@ def reference_answer(ground_truth: Any) -> str:
         boxed = last_boxed(text)
     except Unclosed:
         raise ValueError("math ground truth has an unclosed \\boxed{") from None
+    if boxed is None and ("####" in text or (len(text) > 60 and _ANSWER_RE.search(text))):
+        # A whole solution as the reference ("... Final Answer: The final answer is $28\%$."): its answer.
+        try:
+            found = extract_answer(text)
+        except (Unclosed, Ambiguous):
+            found = None
+        if found:
+            return found
     return boxed if boxed is not None else text
 
 
@@ -1463,6 +2154,8 @@ class MathVerifier(Verifier):
             answer = extract_answer(region)
         except Unclosed:
             return Verdict(0.0, PARSE_ERROR, "last \\boxed{ is never closed")
+        except Ambiguous as exc:
+            return Verdict(0.0, PARSE_ERROR, f"ambiguous final answer: {exc}")
         if answer is None or not answer.strip():
             return Verdict(0.0, PARSE_ERROR, "no final answer found")
         timeout_s = (
