@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from rlvr_launch import recipe_checks
 from rlvr_launch.cli import UserError
 
 PRIMARY_CONFIG = "rlvr"
@@ -191,6 +192,7 @@ def validate(cfg) -> None:
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
         _check_micro_batches(cfg)
+        recipe_checks.check(cfg)  # sizes DAPO's overlong buffer; rejects combinations that cannot run
         if OmegaConf.select(cfg, "algorithm.filter_groups.enable", default=False) and not cfg.trainer.use_v1:
             raise UserError(
                 "algorithm.filter_groups.enable=true (dynamic sampling) is honoured only by verl's v1 trainer, "
