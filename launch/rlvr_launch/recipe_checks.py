@@ -14,6 +14,10 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - Token budgets: with dynamic batch sizing, one sequence (max_prompt_length + max_response_length) must
   fit in `actor.ppo_max_token_len_per_gpu`.
 - `rlvr.verifier_placement` is one of the known policies (rlvr_launch/placement.py).
+
+`check_resume(cfg, stored)` refuses to resume a run directory whose checkpoints were written for another
+model or algorithm (a re-applied RayJob with a fixed --run-dir, or `rlvr train --run-dir` with a changed
+recipe): verl would load an incompatible checkpoint, or silently continue another experiment.
 """
 
 from __future__ import annotations
@@ -111,3 +115,36 @@ def check(cfg) -> None:
     _check_overlong(cfg)
     _check_batches(cfg)
     _check_placement(cfg)
+
+
+# What a checkpoint is tied to: a run directory resumes only under the same values.
+RESUME_KEYS = (
+    "actor_rollout_ref.model.path",
+    "algorithm.adv_estimator",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "actor_rollout_ref.actor.loss_agg_mode",
+    "actor_rollout_ref.actor.strategy",
+)
+
+
+def check_resume(cfg, stored_config) -> None:
+    """UserError when the run directory's stored config (config.yaml) trained another model or algorithm."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(stored_config)
+    if not path.is_file():
+        return
+    old = OmegaConf.load(path)
+    changed = []
+    for key in RESUME_KEYS:
+        before = OmegaConf.select(old, key, default=None)
+        now = OmegaConf.select(cfg, key, default=None)
+        if before is not None and str(before) != str(now):
+            changed.append(f"{key}: {before} -> {now}")
+    if changed:
+        raise UserError(
+            f"{path.parent} holds checkpoints of another recipe ({'; '.join(changed)}); resuming would load "
+            "them into this one. Give a new --run-dir (or remove that directory to start over)"
+        )
