@@ -9,8 +9,9 @@
 (b) FSDP across two Ray nodes, each declaring one logical GPU (`trainer.nnodes=2
     trainer.n_gpus_per_node=1`): verl places its workers and rollout servers on both, FSDP2 shards over
     two ranks through gloo on loopback; the run must match a one-node run of the same two steps (same
-    world size, data order and seed) within a tolerance that sampling noise cannot exceed but a broken
-    update would.
+    world size, data order and seed): identical held-out score before training, the rollout's and the
+    sharded actor's log-probs equal at every step in both runs (deterministic), entropy and reward within
+    sampling noise (sampling is not bit-reproducible across runs).
 
 Heads and nodes have their own ports, temp dirs and token (tests/launch/loopback_ray.py) and are stopped
 by pid. Every run is the installed `rlvr` console script in a subprocess.
@@ -246,11 +247,19 @@ def test_fsdp_across_two_nodes_matches_one_node(tiny_model_dir, tmp_path):
     # Before any update: the same model, prompts and greedy decoding give the same held-out score.
     assert at(rows_one, 0, key) == at(rows_two, 0, key)
     for step in (1, 2):
-        for name, tol in (("critic/score/mean", 0.2), ("actor/entropy", 0.25)):
-            a, b = at(rows_one, step, name), at(rows_two, step, name)
-            print(f"step {step} {name}: one node {a:.4f}, two nodes {b:.4f}")
-            assert abs(a - b) <= tol * max(1.0, abs(a)), (step, name, a, b)
-    # After two updates on two nodes, greedy held-out accuracy stays with the one-node run's.
-    a, b = at(rows_one, 2, key), at(rows_two, 2, key)
-    print(f"held-out {key} after 2 steps: one node {a}, two nodes {b}")
-    assert abs(a - b) <= 0.15
+        # Deterministic within each run: the FSDP actor, sharded over the two nodes, recomputes the exact
+        # log-probs the rollout servers (one per node, fed the weights gathered across nodes after each
+        # update) sampled with. A broken cross-node shard, all-reduce or weight sync shows up here.
+        for rows, where in ((rows_one, "one node"), (rows_two, "two nodes")):
+            diff = at(rows, step, "training/rollout_probs_diff_max")
+            print(f"step {step} {where}: rollout vs FSDP actor log-prob max diff {diff:.2e}")
+            assert diff < 1e-4, (where, step, diff)
+        # Sampling is not bit-reproducible across runs (the rollout batches requests as they arrive), so
+        # these compare within sampling noise: a run on broken weights is far outside it.
+        a, b = at(rows_one, step, "actor/entropy"), at(rows_two, step, "actor/entropy")
+        print(f"step {step} actor/entropy: one node {a:.4f}, two nodes {b:.4f}")
+        assert abs(a - b) <= 0.1 * abs(a), (step, a, b)
+        a, b = at(rows_one, step, "critic/score/mean"), at(rows_two, step, "critic/score/mean")
+        print(f"step {step} critic/score/mean: one node {a:.4f}, two nodes {b:.4f}")
+        assert abs(a - b) <= 0.2, (step, a, b)
+    print(f"held-out {key}: one node {at(rows_one, 2, key)}, two nodes {at(rows_two, 2, key)} after 2 steps")
