@@ -10,11 +10,11 @@ Two ways in:
 Either way the recipe is composed here (so ${oc.env:...} and `~` resolve in the cluster's environment) and
 `train.run_training` runs verl's trainer on the cluster's Ray (RAY_ADDRESS is set by the Jobs API).
 
-Where the recipes come from without a jobspec, first found wins: RLVR_RECIPES_DIR; the job's working_dir
-(`recipes/` in it); the `recipes` folder shipped as a py_module by cluster/runtime_env.yaml (`ray job
-submit --runtime-env cluster/runtime_env.yaml` from a checkout, no working_dir: that copy of rlvr's code
-runs from Ray's package cache, away from any recipes/, so the recipes travel beside it); the project the
-imported rlvr_launch belongs to; the installed rlvr distribution's source (the image's editable /opt/rlvr).
+Where the recipes come from without a jobspec, first found wins: RLVR_RECIPES_DIR; the `recipes` folder
+shipped as a py_module by cluster/runtime_env.yaml (`ray job submit --runtime-env cluster/runtime_env.yaml`
+from a checkout: that copy of rlvr's code runs from Ray's package cache, away from any recipes/, so the
+recipes travel beside it); the job's working_dir (`recipes/` in it); the project the imported rlvr_launch
+belongs to; the installed rlvr distribution's source (the image's editable /opt/rlvr).
 
 `--prepare-data` converts the recipe's task data onto the cluster (`rlvr data TASK --out
 ${rlvr.data_dir}/TASK`, from the hub where one is reachable, or `--data-source`) when its parquet files
@@ -72,13 +72,15 @@ def _recipes_under(folder: Path) -> Path | None:
 
 def find_recipes() -> Path | None:
     """The recipes a job composes against when no jobspec carries them (see the module docstring)."""
-    found = _recipes_under(Path.cwd() / "recipes")
+    cwd = Path.cwd()
+    for entry in sys.path:  # a `recipes` py_module first: it travelled with the code that runs
+        if entry and Path(entry).resolve() != cwd.resolve():
+            found = _recipes_under(Path(entry) / "recipes")
+            if found:
+                return found
+    found = _recipes_under(cwd / "recipes")  # the job's working_dir
     if found:
         return found
-    for entry in sys.path:
-        found = entry and _recipes_under(Path(entry) / "recipes")
-        if found:
-            return found
     import rlvr_launch
 
     found = _recipes_under(Path(rlvr_launch.__file__).resolve().parents[2] / "recipes")

@@ -215,8 +215,10 @@ def start_head(
     if resources:
         cmd += ["--resources", json.dumps(resources)]
     log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the head
+    # In its own directory, as on a real cluster: a job without a working_dir runs in the head's cwd,
+    # which must not be this checkout (it would hide a job that cannot find its recipes).
     process = subprocess.Popen(
-        cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
     )
     ray = LoopbackRay(
         root=root,
@@ -317,7 +319,7 @@ def start_node(
         cmd += ["--resources", json.dumps(resources)]
     log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the node
     process = subprocess.Popen(
-        cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
     )
     node = LoopbackNode(root=root, process=process, resources=dict(resources or {}))
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -182,7 +182,14 @@ def test_heterogeneous_cluster_keeps_verl_off_the_slim_verifier_node(bare_head, 
 
 # ---- (b) FSDP across two nodes -----------------------------------------------------------------------
 
-FSDP_STEPS = [*SMALL_STEPS, "trainer.test_freq=2", "trainer.val_before_train=true"]
+# A gentler step than the demo's (16 prompts a step at 5e-4 can knock the tiny model off its warm start in
+# two steps, in either layout, which would drown the comparison in noise).
+FSDP_STEPS = [
+    *SMALL_STEPS,
+    "trainer.test_freq=2",
+    "trainer.val_before_train=true",
+    "actor_rollout_ref.actor.optim.lr=1e-4",
+]
 
 
 def _val_key(rows: list[dict]) -> str:
@@ -261,5 +268,5 @@ def test_fsdp_across_two_nodes_matches_one_node(tiny_model_dir, tmp_path):
         assert abs(a - b) <= 0.1 * abs(a), (step, a, b)
         a, b = at(rows_one, step, "critic/score/mean"), at(rows_two, step, "critic/score/mean")
         print(f"step {step} critic/score/mean: one node {a:.4f}, two nodes {b:.4f}")
-        assert abs(a - b) <= 0.2, (step, a, b)
+        assert abs(a - b) <= 0.25, (step, a, b)  # 64 samples a step: ~3 standard deviations of the difference
     print(f"held-out {key}: one node {at(rows_one, 2, key)}, two nodes {at(rows_two, 2, key)} after 2 steps")
