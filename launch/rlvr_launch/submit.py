@@ -14,6 +14,11 @@ What the job's runtime_env carries (built by `build_runtime_env`, starting from 
   environment; its value is never printed, logged or put in the job's metadata);
 - with --pip-install, rlvr's Python requirements (for images that do not already hold them).
 
+Before submitting, the verifier pool's placement is checked against the cluster's node list (a cluster
+where no node carries `rlvr_verifier` fails here, in one line, not after every model has loaded:
+rlvr_launch/placement.py); a just-started head's "No available agent to submit job" is retried for a
+minute; `--prepare-data` makes the job convert the task's data on the cluster first.
+
 Does NOT cover: keeping secrets from people who can read the cluster's job list (Ray shows a job's
 runtime_env, env var values included, to anyone holding the dashboard token): on Kubernetes put
 secrets in the pod spec (secretKeyRef, cluster/k8s) instead, and the job inherits them.
