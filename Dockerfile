@@ -4,17 +4,28 @@
 #   docker build --target verifier -t rlvr-verifier:0.1.0 .   # CPU verifier nodes: rlvr without torch or verl
 # Pins: base images by tag here; pin them by digest at release (`docker buildx imagetools inspect
 # IMAGE:TAG` prints it; write IMAGE:TAG@sha256:...). Python packages by exact version: verl's own
-# `vllm` extra pins torch 2.11.0, vllm 0.24.0 and transformers 5.9.0, repeated below so a resolver
-# that disagrees fails the build instead of picking something else. rlvr's own pins live in
-# pyproject.toml (dependencies = the verifier side; the `train` extra = the trainer side).
+# `vllm` extra pins torch 2.11.0, vllm 0.24.0 and transformers 5.9.0, and its `flash-attn-cu130torch211`
+# extra flash-attn 2.8.3, repeated below so a resolver that disagrees fails the build instead of
+# picking something else. rlvr's own pins live in pyproject.toml (dependencies = the verifier side;
+# the `train` extra = the trainer side; `aws` = the cluster launcher's AWS SDK for the head).
+#
+# ONE Python for every image: Ray refuses a node whose Python differs from the head's down to the
+# patch level (ray._private.utils.check_version_info), so a verifier node on another Python never
+# joins. Both targets take python3 from the same Ubuntu release (24.04 in both base images; Ubuntu keeps the
+# patch level fixed for a release's lifetime) and each build checks it got exactly PYTHON_VERSION.
+# tests/cluster/test_images.py reads both targets and fails when they could differ.
+# Driver: CUDA 13.0 needs NVIDIA driver >= 580 on the GPU nodes (the image's CUDA does not bring one).
 
-ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+ARG PYTHON_VERSION=3.12.3
 # CUDA 13.0: verl 0.9.1's kernels for torch 2.11 are built for cu130 (its flash-attn-cu130torch211
-# extra). The devel flavour carries nvcc and headers, which vLLM's and FlashInfer's JIT kernels need.
+# extra). The devel flavour carries nvcc and headers, which vLLM's and FlashInfer's JIT kernels and the
+# flash-attn build need.
 ARG CUDA_IMAGE=nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04
+# The same Ubuntu release as CUDA_IMAGE's (the test checks they agree).
+ARG BASE_IMAGE=ubuntu:24.04
 
 # ---- the project's files, shared by both targets ------------------------------------------------
-FROM ${PYTHON_IMAGE} AS source
+FROM ${BASE_IMAGE} AS source
 WORKDIR /opt/rlvr
 COPY pyproject.toml README.md ./
 COPY verifiers/ verifiers/
@@ -23,12 +34,27 @@ COPY cluster/ cluster/
 COPY recipes/ recipes/
 
 # ---- verifier: slim CPU image for the verifier pool (and the RayJob submitter) ------------------
-FROM ${PYTHON_IMAGE} AS verifier
-ENV PYTHONDONTWRITEBYTECODE=1 \
+FROM ${BASE_IMAGE} AS verifier
+ARG PYTHON_VERSION
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN groupadd --gid 1000 rlvr && useradd --uid 1000 --gid 1000 --create-home --shell /usr/sbin/nologin rlvr
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+# python3 from the same Ubuntu release as the trainer (one Python, see the top); wget for KubeRay's
+# exec health probes (KubeRay 1.5 probes with wget); rsync for `ray up`'s docker runner, which syncs
+# file_mounts into every container. Ubuntu images ship a user `ubuntu` with uid 1000: it makes way
+# for `rlvr` (1000:1000, the uid cluster/k8s runs as).
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates wget rsync \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/venv \
+    && python -c "import sys; v='%d.%d.%d' % sys.version_info[:3]; sys.exit(0 if v == '${PYTHON_VERSION}' else 'Python ' + v + ' != PYTHON_VERSION ${PYTHON_VERSION}')" \
+    && userdel --remove ubuntu \
+    && groupadd --gid 1000 rlvr && useradd --uid 1000 --gid 1000 --create-home --shell /usr/sbin/nologin rlvr
 COPY --from=source /opt/rlvr /opt/rlvr
 # rlvr's `dependencies` are the verifier side only (ray, sympy, jsonschema, ...): no torch, no verl.
 RUN pip install /opt/rlvr \
@@ -38,6 +64,7 @@ WORKDIR /home/rlvr
 
 # ---- trainer: GPU image for verl's workers and the Ray head (the job's driver) -------------------
 FROM ${CUDA_IMAGE} AS trainer
+ARG PYTHON_VERSION
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -45,18 +72,26 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 # Ubuntu's packages are pinned by the base image's snapshot; pin their versions at release too.
-# Ubuntu 24.04 images ship a user `ubuntu` with uid 1000: it makes way for `rlvr` (1000:1000, the uid
-# cluster/k8s runs as).
+# Same python3 as the verifier target (one Python); wget and rsync as there.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev git ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev git ca-certificates wget rsync \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv \
+    && python -c "import sys; v='%d.%d.%d' % sys.version_info[:3]; sys.exit(0 if v == '${PYTHON_VERSION}' else 'Python ' + v + ' != PYTHON_VERSION ${PYTHON_VERSION}')" \
     && userdel --remove ubuntu \
     && groupadd --gid 1000 rlvr && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash rlvr
 RUN pip install "verl[vllm]==0.9.1" "torch==2.11.0" "vllm==0.24.0" "transformers==5.9.0"
+# flash-attn: verl's default attn_implementation (flash_attention_2) and its packed, padding-free
+# batches (use_remove_padding) need it, and verl[vllm] does not bring it. Built against the torch
+# above as verl's own stable vLLM Dockerfile does (no build isolation; the version of verl's
+# flash-attn-cu130torch211 extra). MAX_JOBS bounds the parallel compile (each job takes several GB).
+ARG MAX_JOBS=16
+RUN pip install --no-build-isolation "flash-attn==2.8.3" \
+    && python -c "import flash_attn"
 COPY --from=source /opt/rlvr /opt/rlvr
 # Editable, so `rlvr` and a RayJob's `python -m rlvr_launch.job` find the recipes in /opt/rlvr/recipes.
-RUN pip install -e "/opt/rlvr[train]"
+# `aws`: boto3 for the Ray autoscaler, which runs in the head's container (cluster/ray-cluster.yaml).
+RUN pip install -e "/opt/rlvr[train,aws]"
 USER 1000:1000
 WORKDIR /home/rlvr

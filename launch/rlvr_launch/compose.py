@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from rlvr_launch import recipe_checks
 from rlvr_launch.cli import UserError
 
 PRIMARY_CONFIG = "rlvr"
@@ -191,6 +192,7 @@ def validate(cfg) -> None:
         omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
         omega_conf_to_dataclass(cfg.algorithm)
         _check_micro_batches(cfg)
+        recipe_checks.check(cfg)  # sizes DAPO's overlong buffer; rejects combinations that cannot run
         from rlvr_verifiers.verl_bridge import BridgeConfig
 
         BridgeConfig.from_verl_config(cfg)  # reward.reward_kwargs.rlvr: reasoning tags, pool, routes

@@ -14,6 +14,11 @@ What the job's runtime_env carries (built by `build_runtime_env`, starting from 
   environment; its value is never printed, logged or put in the job's metadata);
 - with --pip-install, rlvr's Python requirements (for images that do not already hold them).
 
+Before submitting, the verifier pool's placement is checked against the cluster's node list (a cluster
+where no node carries `rlvr_verifier` fails here, in one line, not after every model has loaded:
+rlvr_launch/placement.py); a just-started head's "No available agent to submit job" is retried for a
+minute; `--prepare-data` makes the job convert the task's data on the cluster first.
+
 Does NOT cover: keeping secrets from people who can read the cluster's job list (Ray shows a job's
 runtime_env, env var values included, to anyone holding the dashboard token): on Kubernetes put
 secrets in the pod spec (secretKeyRef, cluster/k8s) instead, and the job inherits them.
@@ -103,6 +108,13 @@ def add_arguments(parser) -> None:
         "(pip, from pyproject.toml's pins; torch must already be in the image)",
     )
     parser.add_argument(
+        "--prepare-data",
+        action="store_true",
+        help="the job converts the recipe's task data onto the cluster first when it is missing "
+        "(`rlvr data TASK --out ${rlvr.data_dir}/TASK` there, from the hub); RLVR_DATA_DIR on the cluster "
+        "(/runs/data on cluster/k8s and cluster/ray-cluster.yaml) must be shared with the trainer nodes",
+    )
+    parser.add_argument(
         "--entrypoint-num-cpus",
         type=float,
         default=None,
@@ -183,7 +195,9 @@ def build_runtime_env(
         if env.get("working_dir") not in (None, working_dir):
             raise UserError("--working-dir and the working_dir in --runtime-env disagree: give one of them")
         env["working_dir"] = working_dir
-    ours = [str((project_root / p).resolve()) for p in shared.get("py_modules", [])] + [str(jobspec_dir)]
+    # The shared file's `recipes` module is for plain `ray job submit`; here the jobspec carries them.
+    code = [p for p in shared.get("py_modules", []) if Path(p).name != JOBSPEC_RECIPES]
+    ours = [str((project_root / p).resolve()) for p in code] + [str(jobspec_dir)]
     env["py_modules"] = ours + [m for m in env.get("py_modules", []) if m not in ours]
     excludes = list(shared.get("excludes", []))
     env["excludes"] = excludes + [e for e in env.get("excludes", []) if e not in excludes]
@@ -243,11 +257,48 @@ def write_jobspec(cfg, overrides: list[str], directory: Path, recipes: Path) -> 
     return package
 
 
-def entrypoint(job_id: str, run_dir: str | None) -> str:
+def entrypoint(job_id: str, run_dir: str | None, prepare_data: bool = False) -> str:
     parts = ["python", "-m", "rlvr_launch.job", "--job-id", job_id, "--config-package", JOBSPEC_PACKAGE]
     if run_dir:
         parts += ["--run-dir", run_dir]
+    if prepare_data:
+        parts += ["--prepare-data"]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+# A head that has just started answers the Jobs API before its job agent is up.
+AGENT_NOT_READY = "No available agent to submit job"
+SUBMIT_RETRY_S = 60.0
+
+
+def submit_with_retry(client, *, retry_s: float = SUBMIT_RETRY_S, poll_s: float = 2.0, **job) -> str:
+    """client.submit_job(**job), retried while the head says it has no job agent yet (a transient state
+    of a just-started head), up to `retry_s` seconds; any other refusal is raised at once."""
+    deadline = time.monotonic() + retry_s
+    told = False
+    while True:
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as e:
+            if AGENT_NOT_READY not in str(e) or time.monotonic() > deadline:
+                raise
+            if not told:
+                print("the cluster's job agent is not up yet (a just-started head); retrying", flush=True)
+                told = True
+            time.sleep(poll_s)
+
+
+def check_placement(cfg, address: str, token_file) -> None:
+    """The verifier pool's placement on the target cluster, checked before anything is submitted."""
+    from rlvr_launch import placement
+
+    if not placement.uses_pool(cfg):
+        return
+    headers = jobs.auth_headers(jobs.normalise_address(address), token_file)
+    nodes = placement.nodes_from_dashboard(jobs.normalise_address(address), headers)
+    planned = placement.plan(cfg, nodes)
+    if planned is not None:
+        placement.warn_or_log(planned, log=lambda m: print(f"  {m} (sized again at job start)"))
 
 
 def _worker_env(cfg) -> dict[str, str]:
@@ -276,6 +327,7 @@ def run(args) -> int:
 
     cfg = compose(list(args.overrides))  # validated here, before anything reaches the cluster
     client = jobs.connect(args.address, args.auth_token_file)
+    check_placement(cfg, args.address, args.auth_token_file)  # before models load, not after
     experiment = experiment_of(args.overrides)
     job_id = args.job_id or new_job_id(experiment)
 
@@ -296,10 +348,11 @@ def run(args) -> int:
             "rlvr_overrides": " ".join(args.overrides),
             "rlvr_run_dir": args.run_dir or "(cluster default)/" + job_id,
         }
-        command = entrypoint(job_id, args.run_dir)
+        command = entrypoint(job_id, args.run_dir, args.prepare_data)
         started = time.monotonic()
         try:
-            client.submit_job(
+            submit_with_retry(
+                client,
                 entrypoint=command,
                 submission_id=job_id,
                 runtime_env=runtime_env,

@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from rlvr_launch import placement, recipe_checks
 from rlvr_launch.cli import UserError
 from rlvr_launch.rundir import REWARD_KEY, STEP_KEY, RunDir, iter_new_lines
 
@@ -263,6 +264,7 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
             status = 0
             return status
         if resume_from:
+            recipe_checks.check_resume(cfg, rd.config_path)  # same model and algorithm, or refuse
             log(f"resuming from the checkpoint at step {resume_from}")
         attempt_log = rd.new_attempt(resume_from)
         with open_dict(cfg):
@@ -287,6 +289,7 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
             env["WANDB_DIR"] = str(rd.path)
         os.environ.update(env)
         started_ray = _start_ray(cfg, env, verbose)
+        placement.on_joined_cluster(cfg, joined=not started_ray, log=log)  # the pool on a cluster, sized
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
         progress = Progress(attempt_log, total, resume_from)
         progress.start()

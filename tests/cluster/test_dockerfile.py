@@ -166,7 +166,11 @@ def test_every_installed_package_is_pinned_by_the_project():
     project = _pyproject()
     train_pins = _pins(project["optional-dependencies"]["train"])
     verl_vllm_pins = _pins(
-        [r.split(";")[0] for r in importlib.metadata.requires("verl") or [] if 'extra == "vllm"' in r]
+        [
+            r.split(";")[0]
+            for r in importlib.metadata.requires("verl") or []
+            if 'extra == "vllm"' in r or 'extra == "flash-attn-cu130torch211"' in r
+        ]
     )
     for target in ("trainer", "verifier"):
         for spec in pip_installs(all_stages[target]):

@@ -215,8 +215,10 @@ def start_head(
     if resources:
         cmd += ["--resources", json.dumps(resources)]
     log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the head
+    # In its own directory, as on a real cluster: a job without a working_dir runs in the head's cwd,
+    # which must not be this checkout (it would hide a job that cannot find its recipes).
     process = subprocess.Popen(
-        cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
     )
     ray = LoopbackRay(
         root=root,
@@ -239,6 +241,122 @@ def start_head(
         time.sleep(0.5)
     ray.stop()
     raise RuntimeError(f"the Ray head did not serve its Jobs API within {START_TIMEOUT_S} s")
+
+
+@dataclass
+class LoopbackNode:
+    """A second Ray node on this machine, joined to a LoopbackRay head; stopped by pid like the head."""
+
+    root: Path
+    process: subprocess.Popen
+    resources: dict
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        _end(_processes_mentioning(str(self.root)))
+
+
+def start_node(
+    head: LoopbackRay,
+    root: Path,
+    *,
+    ray_bin: Path = RAY_BIN,
+    num_cpus: int = 0,
+    num_gpus: int = 0,
+    resources: dict | None = None,
+    env: dict[str, str] | None = None,
+) -> LoopbackNode:
+    """Join a worker node to `head`, with its own ports and temp dir in `root` (a short path), started by
+    `ray_bin` (another virtualenv's `ray` makes a node of that environment). Returns once the head lists
+    it as alive with its resources."""
+    root.mkdir(parents=True, exist_ok=True)
+    worker_start = free_port_range(WORKER_PORTS)
+    workers = range(worker_start, worker_start + WORKER_PORTS)
+    node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics = [
+        p for p in free_ports(30) if p not in workers
+    ][:6]
+    node_env = {**head.head_env, **(env or {})}
+    node_env["PATH"] = f"{ray_bin.parent}{os.pathsep}{node_env.get('PATH', '')}"
+    cmd = [
+        str(ray_bin),
+        "start",
+        "--address",
+        head.gcs_address,
+        "--block",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--node-manager-port",
+        str(node_manager),
+        "--object-manager-port",
+        str(object_manager),
+        "--dashboard-agent-listen-port",
+        str(agent_listen),
+        "--dashboard-agent-grpc-port",
+        str(agent_grpc),
+        "--runtime-env-agent-port",
+        str(runtime_env_agent),
+        "--metrics-export-port",
+        str(metrics),
+        "--min-worker-port",
+        str(worker_start),
+        "--max-worker-port",
+        str(worker_start + WORKER_PORTS - 1),
+        "--num-cpus",
+        str(num_cpus),
+        "--num-gpus",
+        str(num_gpus),
+        "--temp-dir",
+        str(root / "t"),
+        "--disable-usage-stats",
+    ]
+    if resources:
+        cmd += ["--resources", json.dumps(resources)]
+    log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the node
+    process = subprocess.Popen(
+        cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
+    )
+    node = LoopbackNode(root=root, process=process, resources=dict(resources or {}))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            node.stop()
+            raise RuntimeError(
+                f"ray start (node) exited {process.returncode}:\n{(root / 'ray-start.log').read_text()[-4000:]}"
+            )
+        if any(
+            n["resources_total"].get("GPU", 0) == num_gpus and _carries(n, resources)
+            for n in nodes(head)
+            if not n.get("is_head_node")
+        ):
+            return node
+        time.sleep(1.0)
+    node.stop()
+    raise RuntimeError(f"the node did not join the head within {START_TIMEOUT_S} s")
+
+
+def _carries(node: dict, resources: dict | None) -> bool:
+    total = node["resources_total"]
+    return all(total.get(k, 0) == v for k, v in (resources or {}).items())
+
+
+def state_api(head: LoopbackRay, kind: str, **params: str) -> list[dict]:
+    """Rows of the head's state API (`ray list KIND --detail`): nodes, actors, tasks, workers."""
+    query = "&".join(f"{k}={v}" for k, v in {"detail": "1", "limit": "10000", **params}.items())
+    request = urllib.request.Request(
+        f"{head.dashboard_url}/api/v0/{kind}?{query}", headers={"Authorization": f"Bearer {head.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["data"]["result"]["result"]
+
+
+def nodes(head: LoopbackRay) -> list[dict]:
+    return [n for n in state_api(head, "nodes") if n.get("state") == "ALIVE"]
 
 
 def _jobs_api_ready(ray: LoopbackRay) -> bool:

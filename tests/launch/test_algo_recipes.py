@@ -48,7 +48,7 @@ EXPECTED: dict[str, dict[str, object]] = {
         "algorithm.filter_groups.metric": "acc",
         "algorithm.filter_groups.max_num_gen_batches": 10,
         "reward.reward_kwargs.overlong_buffer_cfg.enable": True,
-        "reward.reward_kwargs.overlong_buffer_cfg.len": 4096,
+        "reward.reward_kwargs.overlong_buffer_cfg.len": 1,  # auto: max(1, 4 // 5) on the demo
         "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": 1.0,
         "trainer.use_v1": True,
         "trainer.v1.sampler.custom_sampler.path": "pkg://rlvr_cluster.dynamic_sampling",

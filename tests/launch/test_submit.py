@@ -41,11 +41,14 @@ def _build(tmp_path: Path, **kw) -> dict:
     return submit.build_runtime_env(**defaults)
 
 
-def test_shared_runtime_env_ships_the_three_packages_and_names_the_plugin():
+def test_shared_runtime_env_ships_the_three_packages_the_recipes_and_names_the_plugin():
     shared = _shared()
-    for module in shared["py_modules"]:
+    packages = [m for m in shared["py_modules"] if Path(m).name != "recipes"]
+    for module in packages:
         assert (submit.PROJECT_ROOT / module / "__init__.py").is_file(), module
-    assert {Path(m).name for m in shared["py_modules"]} == {"rlvr_launch", "rlvr_verifiers", "rlvr_cluster"}
+    assert {Path(m).name for m in packages} == {"rlvr_launch", "rlvr_verifiers", "rlvr_cluster"}
+    # Plain `ray job submit --runtime-env cluster/runtime_env.yaml` needs the recipes beside the code.
+    assert "recipes" in shared["py_modules"] and (submit.PROJECT_ROOT / "recipes" / "rlvr.yaml").is_file()
     assert shared["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "rlvr_cluster.plugin"
     assert "working_dir" not in shared
 
@@ -65,6 +68,8 @@ def test_user_working_dir_is_kept_not_overwritten(tmp_path):
         "launch/rlvr_launch"
     )  # ours first: shadows a stale rlvr in the image
     assert str(tmp_path / "rlvr_jobspec") in env["py_modules"]
+    # rlvr submit's recipes travel in the jobspec (validated here), not a second time
+    assert not any(Path(m).name == "recipes" for m in env["py_modules"])
     assert "big/" in env["excludes"] and "runs/" in env["excludes"]
     assert (
         env["working_dir"]

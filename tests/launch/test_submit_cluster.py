@@ -282,3 +282,58 @@ def test_plain_ray_job_submit_with_the_shared_runtime_env_finds_the_checkouts_re
     assert out.returncode != 0
     assert "unknown experiment 'no_such_experiment'" in out.stdout + out.stderr
     assert "cpu_demo" in out.stdout + out.stderr
+
+
+def _plain_submit(head, cwd: Path, *submit_args: str, job_args: list[str]) -> subprocess.CompletedProcess:
+    env = head.client_env()
+    env["RAY_AUTH_MODE"] = "token"
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "job",
+            "submit",
+            "--address",
+            head.dashboard_url,
+            *submit_args,
+            "--",
+            "python",
+            "-m",
+            "rlvr_launch.job",
+            *job_args,
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_plain_ray_job_submit_with_the_shared_runtime_env_and_no_working_dir_finds_the_shipped_recipes(head):
+    """`--runtime-env cluster/runtime_env.yaml` alone: rlvr's code runs from Ray's package cache, away from
+    any recipes/ (it used to fail "no recipes found"); the recipes shipped beside it are the ones used."""
+    root = Path(__file__).resolve().parents[2]
+    out = _plain_submit(
+        head,
+        root,
+        "--runtime-env",
+        "cluster/runtime_env.yaml",
+        job_args=["--job-id", "plain-no-working-dir", "experiment=no_such_experiment"],
+    )
+    text = out.stdout + out.stderr
+    assert "no recipes found" not in text
+    assert "unknown experiment 'no_such_experiment'" in text and "cpu_demo" in text
+    recipes_line = next(line for line in text.splitlines() if "rlvr job: recipes from" in line)
+    assert "_ray_pkg_" in recipes_line, recipes_line  # the shipped copy, not this checkout's
+    assert out.returncode != 0
+
+
+def test_plain_ray_job_submit_against_the_image_needs_no_runtime_env(head, tmp_path):
+    """The image form: rlvr installed on the cluster (here: the head's editable install), no runtime_env,
+    submitted from a directory that is not a checkout."""
+    out = _plain_submit(head, tmp_path, job_args=["--job-id", "plain-image", "experiment=no_such_experiment"])
+    text = out.stdout + out.stderr
+    assert "unknown experiment 'no_such_experiment'" in text and "gsm8k_grpo" in text
+    root = Path(__file__).resolve().parents[2]
+    assert f"rlvr job: recipes from {root / 'recipes'}" in text

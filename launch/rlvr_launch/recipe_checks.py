@@ -1,0 +1,150 @@
+"""Composition-time checks of a recipe combination: what verl would only find out after the cluster has
+started vLLM and FSDP, found here in a second, with the fix named.
+
+`check(cfg)` (called by `compose.validate`, so by `rlvr train`, `resolve`, `submit` and a cluster job's
+driver) first derives the values rlvr sizes from others, then refuses combinations that cannot run:
+
+- DAPO's overlong buffer (`reward.reward_kwargs.overlong_buffer_cfg.len: auto`, recipes/algo/dapo.yaml)
+  becomes a fifth of `data.max_response_length` (the paper's L_cache / L_max = 4096 / 20480), at least 1;
+  a number given instead must lie in (0, data.max_response_length) when shaping is on (the reward
+  manager raises otherwise, after every model is loaded).
+- Batches: `data.train_batch_size` must be a multiple of `actor.ppo_mini_batch_size` (verl splits each
+  step's prompts into whole mini-batches), and a group-based advantage (the GRPO family) needs
+  `rollout.n > 1`.
+- Token budgets: with dynamic batch sizing, one sequence (max_prompt_length + max_response_length) must
+  fit in `actor.ppo_max_token_len_per_gpu`.
+- `rlvr.verifier_placement` is one of the known policies (rlvr_launch/placement.py).
+
+`check_resume(cfg, stored)` refuses to resume a run directory whose checkpoints were written for another
+model or algorithm (a re-applied RayJob with a fixed --run-dir, or `rlvr train --run-dir` with a changed
+recipe): verl would load an incompatible checkpoint, or silently continue another experiment.
+"""
+
+from __future__ import annotations
+
+from rlvr_launch.cli import UserError
+
+OVERLONG = "reward.reward_kwargs.overlong_buffer_cfg"
+# arXiv:2503.14476 sec. 4.1: L_cache = 4096 of L_max = 20480.
+OVERLONG_BUFFER_SHARE = 5
+# Advantage estimators that compare the responses of one prompt with each other (need rollout.n > 1).
+GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_plus_plus_baseline", "grpo_passk", "gpg", "opo")
+PLACEMENTS = ("require", "any_cpu")
+
+
+def overlong_buffer_len(max_response_length: int) -> int:
+    """DAPO's L_cache for a generation budget: the paper's ratio, at least one token."""
+    return max(1, int(max_response_length) // OVERLONG_BUFFER_SHARE)
+
+
+def size_overlong_buffer(cfg) -> None:
+    from omegaconf import OmegaConf, open_dict
+
+    node = OmegaConf.select(cfg, OVERLONG, default=None)
+    if node is None or str(node.get("len")) != "auto":
+        return
+    with open_dict(cfg):
+        node.len = overlong_buffer_len(cfg.data.max_response_length)
+
+
+def _check_overlong(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.select(cfg, OVERLONG, default=None)
+    if node is None or not node.get("enable", False):
+        return
+    budget = int(OmegaConf.select(cfg, "reward.reward_kwargs.max_resp_len", default=None) or 0) or int(
+        cfg.data.max_response_length
+    )
+    try:
+        length = int(node.get("len"))
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{OVERLONG}.len={node.get('len')!r} is not a number of tokens; write `auto` (a fifth of "
+            "data.max_response_length) or a number below it"
+        ) from None
+    if not 0 < length < budget:
+        raise UserError(
+            f"DAPO's overlong buffer {OVERLONG}.len={length} does not fit in the generation budget "
+            f"data.max_response_length={budget}: the penalty ramp must start after token 0. Set "
+            f"{OVERLONG}.len=auto (= {overlong_buffer_len(budget)} here) or a number in 1..{budget - 1}, "
+            f"or turn the shaping off with {OVERLONG}.enable=false"
+        )
+
+
+def _check_batches(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    batch = int(cfg.data.train_batch_size)
+    mini = int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+    if batch < mini or batch % mini:
+        raise UserError(
+            f"data.train_batch_size={batch} is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size="
+            f"{mini}: verl updates the actor once per whole mini-batch of prompts. Set data.train_batch_size "
+            f"to a multiple of {mini} (e.g. {mini * max(1, round(batch / mini))}) or lower the mini-batch"
+        )
+    estimator = str(OmegaConf.select(cfg, "algorithm.adv_estimator", default=""))
+    n = int(cfg.actor_rollout_ref.rollout.n)
+    if estimator in GROUP_ESTIMATORS and n < 2:
+        raise UserError(
+            f"algorithm.adv_estimator={estimator} compares the responses to one prompt, but "
+            f"actor_rollout_ref.rollout.n={n}: every advantage would be 0. Set actor_rollout_ref.rollout.n=8"
+        )
+    actor = cfg.actor_rollout_ref.actor
+    if actor.get("use_dynamic_bsz", False):
+        longest = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
+        budget = int(actor.ppo_max_token_len_per_gpu)
+        if budget < longest:
+            raise UserError(
+                f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={budget} is below one full sequence "
+                f"(data.max_prompt_length + data.max_response_length = {longest}): raise it to at least {longest}"
+            )
+
+
+def _check_placement(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    placement = str(OmegaConf.select(cfg, "rlvr.verifier_placement", default="require"))
+    if placement not in PLACEMENTS:
+        raise UserError(f"rlvr.verifier_placement={placement!r}: use one of {', '.join(PLACEMENTS)}")
+
+
+def check(cfg) -> None:
+    """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
+    size_overlong_buffer(cfg)
+    _check_overlong(cfg)
+    _check_batches(cfg)
+    _check_placement(cfg)
+
+
+# What a checkpoint is tied to: a run directory resumes only under the same values.
+RESUME_KEYS = (
+    "actor_rollout_ref.model.path",
+    "algorithm.adv_estimator",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "actor_rollout_ref.actor.loss_agg_mode",
+    "actor_rollout_ref.actor.strategy",
+)
+
+
+def check_resume(cfg, stored_config) -> None:
+    """UserError when the run directory's stored config (config.yaml) trained another model or algorithm."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(stored_config)
+    if not path.is_file():
+        return
+    old = OmegaConf.load(path)
+    changed = []
+    for key in RESUME_KEYS:
+        before = OmegaConf.select(old, key, default=None)
+        now = OmegaConf.select(cfg, key, default=None)
+        if before is not None and str(before) != str(now):
+            changed.append(f"{key}: {before} -> {now}")
+    if changed:
+        raise UserError(
+            f"{path.parent} holds checkpoints of another recipe ({'; '.join(changed)}); resuming would load "
+            "them into this one. Give a new --run-dir (or remove that directory to start over)"
+        )
