@@ -159,8 +159,9 @@ def test_missing_run_dir_names_the_fix(tmp_path):
 
 
 # ---- real recorded CPU runs (`rlvr train experiment=cpu_demo ... trainer.rollout_data_dir=RUN/rollouts`):
-# metrics.jsonl exactly as rlvr train wrote it, rollouts/ as verl dumped them (the columns diagnose reads kept,
-# the rest dropped to keep them small). The group-level metrics are derived here, by the code under test. --
+# metrics.jsonl as verl logged it (without the rlvr/ keys rlvr train derives and merges in at the end) and
+# rollouts/ as verl dumped them (the columns diagnose reads kept, the rest dropped to keep them small). The
+# group-level metrics are derived here, by the code under test. ----------------------------------------------
 
 
 def _check_derived_against_verls_own_figures(rows: list[dict], steps: int) -> None:
@@ -178,6 +179,7 @@ def test_real_learning_run_raises_no_false_alarm():
     1.18 -> 0.83, length steady at ~2.5 tokens, 3-28% zero-variance groups: a healthy run."""
     run = RUNS / "recorded_cpu_demo_grpo"
     assert not (run / d.DERIVED_NAME).exists(), "derived from the dumps here, never read from a file"
+    assert not any(d.ZERO_VAR in r for r in d.read_metrics(run)), "derived from the dumps here, not recorded"
     rows = d.merged_rows(run)
     _check_derived_against_verls_own_figures(rows, 30)
     assert sum(1 for r in rows if d.ZERO_VAR in r) == 30  # the group view came from the real rollout dumps
@@ -191,6 +193,7 @@ def test_real_run_knocked_off_its_warm_start_gets_its_true_findings():
     early level."""
     run = RUNS / "recorded_cpu_demo_grpo_lr3e-3"
     assert not (run / d.DERIVED_NAME).exists(), "derived from the dumps here, never read from a file"
+    assert not any(d.ZERO_VAR in r for r in d.read_metrics(run)), "derived from the dumps here, not recorded"
     rows = d.merged_rows(run)
     _check_derived_against_verls_own_figures(rows, 20)
     findings = {f.name: f for f in d.diagnose(rows)}
