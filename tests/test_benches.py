@@ -3,7 +3,7 @@
 Figures are not asserted (they depend on the machine and its load); that each bench runs to the end and
 prints its side-by-side line is. One row per bench in BENCHES: the script, the arguments that make it
 tiny, and a line of its report. A new bench adds its row; test_every_bench_has_a_row fails until it does.
-The training benches share one tiny size (TINY_TRAIN): 2 steps of 4 prompts x 2 responses.
+The training benches share one tiny size (TINY_TRAIN, the e2e tests' shape): 2 steps of 8 prompts x 4 responses.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
 TINY_TRAIN = [
-    "data.train_batch_size=4",
-    "actor_rollout_ref.rollout.n=2",
+    "data.train_batch_size=8",
+    "actor_rollout_ref.rollout.n=4",
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",
     "trainer.val_before_train=false",
     "trainer.test_freq=-1",
