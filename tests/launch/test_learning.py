@@ -2,10 +2,11 @@
 
 `rlvr train` with the default experiment (cpu_demo: verl's GRPO on the embedded tiny model and
 single-digit addition) and only its length changed: STEPS steps, no validation, no checkpoints. The
-mean reward of the last WINDOW steps must beat the first WINDOW's by MARGIN. Recorded runs of this
-setting gain ~0.17 over these windows (0.26 -> 0.43; tests/launch/fixtures/recorded_runs/
-recorded_cpu_demo_grpo); a run whose updates do not reach the policy (a broken advantage, a flipped
-loss sign, weights never synced to the rollout) stays flat or falls, well under MARGIN.
+mean reward of the last WINDOW steps must beat the first WINDOW's by MARGIN. Measured on these windows:
+healthy runs gain 0.13-0.18 (0.28 -> 0.41 here; 0.26 -> 0.43 in tests/launch/fixtures/recorded_runs/
+recorded_cpu_demo_grpo); with the rollout's weight sync deliberately broken the same run went 0.279 ->
+0.274. A run whose updates do not reach the policy (a broken advantage, a flipped loss sign, weights
+never synced to the rollout) stays flat or falls, under MARGIN.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 
 STEPS = 24
 WINDOW = 6
-MARGIN = 0.08
+MARGIN = 0.06
 
 
 def _end_processes_under(root: str) -> None:
