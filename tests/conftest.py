@@ -1,4 +1,5 @@
-"""Shared fixtures: one private rlvr cache per test session (the embedded model is built once)."""
+"""Shared fixtures: one private rlvr cache per test session (the embedded model is built once), a
+private Ray per module; and the time limit of slow tests (pytest-timeout, configured in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
+
+# verl runs and Ray clusters: a hang fails after this long instead of holding CI to its 90 minutes. A slow
+# test with its own @pytest.mark.timeout keeps it; fast tests get pyproject.toml's default.
+SLOW_TEST_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +36,8 @@ def tiny_model_dir(rlvr_cache) -> Path:
 
 @pytest.fixture(scope="module")
 def private_ray(request):
-    """A Ray for this test module's process only: its own temp dir, no dashboard, random ports, and the
+    """A Ray for this test module's process only: a new local head (never one already running on the
+    machine, nor RAY_ADDRESS's), its own temp dir, no dashboard, free ports Ray picks, and the
     verifier pool's custom resource. A module sets RAY_NUM_CPUS / RAY_VERIFIER_SLOTS to size it, and
     RAY_EXTRA_PYTHONPATH for modules its workers must import (Ray workers inherit the env at init)."""
     import tempfile
@@ -33,12 +45,16 @@ def private_ray(request):
     import ray
 
     if ray.is_initialized():
-        pytest.skip("another test left Ray initialised in this process")
+        # Never skip: a leaked Ray would silently remove every test of the module from the run.
+        pytest.fail(
+            "a previous test left Ray initialised in this process: it must ray.shutdown() what it starts"
+        )
     old_path = os.environ.get("PYTHONPATH")
     extra = getattr(request.module, "RAY_EXTRA_PYTHONPATH", None)
     if extra:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(extra), old_path) if p)
     ray.init(
+        address="local",
         num_cpus=getattr(request.module, "RAY_NUM_CPUS", 2),
         resources={"rlvr_verifier": getattr(request.module, "RAY_VERIFIER_SLOTS", 8)},
         include_dashboard=False,

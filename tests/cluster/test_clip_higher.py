@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -84,3 +86,29 @@ def test_each_side_counts_only_its_own_bound():
     _, metrics = clip_higher.compute_policy_loss_clip_higher(old, new, adv, mask, "token-mean", config)
     assert metrics["actor/pg_clipfrac_high"] == pytest.approx(0.25)
     assert metrics["actor/pg_clipfrac_low"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_each_sides_clip_fraction_equals_a_hand_count(seed):
+    """The figures that matter (the loss equality above holds by construction): on random batches, each
+    side's fraction is the share of response tokens a plain loop finds beyond that side's bound."""
+    low, high = 0.2, 0.28
+    config = _config(low=low, high=high)
+    old, new, adv, mask = _batch(seed, rows=8, width=16)
+    new = (old + (new - old) * 2.5).detach()  # wider ratios: both bounds bind on some tokens
+    _, metrics = clip_higher.compute_policy_loss_clip_higher(old, new, adv, mask, "token-mean", config)
+    counted = {"high": 0, "low": 0}
+    tokens = 0
+    for i in range(old.shape[0]):
+        for j in range(old.shape[1]):
+            if mask[i, j] == 0:
+                continue
+            tokens += 1
+            ratio = math.exp(float(new[i, j]) - float(old[i, j]))
+            if adv[i, j] > 0 and ratio > 1 + high:
+                counted["high"] += 1
+            elif adv[i, j] < 0 and ratio < 1 - low:
+                counted["low"] += 1
+    assert counted["high"] > 0 and counted["low"] > 0, counted  # the batch exercises both sides
+    assert metrics["actor/pg_clipfrac_high"] == pytest.approx(counted["high"] / tokens, abs=1e-6)
+    assert metrics["actor/pg_clipfrac_low"] == pytest.approx(counted["low"] / tokens, abs=1e-6)

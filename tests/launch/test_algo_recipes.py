@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import subprocess
@@ -124,7 +125,7 @@ def test_selecting_an_algorithm_changes_nothing_outside_it(composed):
 
 
 def test_the_dynamic_sampler_the_recipe_names_loads_through_verls_loader(composed):
-    pytest.importorskip("transfer_queue")
+    import transfer_queue  # noqa: F401  (the `train` extra's; never a skip)
     from verl.utils.import_utils import load_extern_type
 
     sampler = composed["dapo"].trainer.v1.sampler.custom_sampler
@@ -281,6 +282,9 @@ def test_algorithm_trains_two_steps_on_cpu_with_its_metrics(tmp_path, name):
     for row in rows:
         missing = [k for k in COMMON_METRICS + VARIANT_METRICS[name] if k not in row]
         assert not missing, f"algo={name} step {row.get('step')} lacks {missing}"
+        # Present is not enough: a NaN loss or KL is logged too.
+        bad = {k: row[k] for k in COMMON_METRICS + VARIANT_METRICS[name] if not math.isfinite(float(row[k]))}
+        assert not bad, f"algo={name} step {row.get('step')}: not finite {bad}"
     if name == "dapo":
         for row in rows:
             # Refills happen only to replace evicted (zero-variance) groups, and verl counts those.

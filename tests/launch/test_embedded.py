@@ -78,10 +78,31 @@ def test_the_task_data_is_in_verls_format_with_held_out_pairs_never_trained(rlvr
     assert not prompts(train) & prompts(test)
 
 
-def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir):
+def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir, tokenizer, rlvr_cache):
+    """Recomputed here, not read from what the builder wrote: greedy answers (transformers' generate) of
+    the saved model to the training prompts verl will see, against their ground truth."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    train = pd.read_parquet(embedded.ensure_addition_data(rlvr_cache / "data") / "train.parquet")
+    texts = [
+        tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False)
+        for p in train["prompt"]
+    ]
+    batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**batch, do_sample=False, max_new_tokens=4, pad_token_id=tokenizer.pad_token_id)
+    answers = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    truth = [r["ground_truth"] for r in train["reward_model"]]
+    accuracy = sum(a.strip() == t for a, t in zip(answers, truth, strict=True)) / len(train)
+    assert accuracy >= embedded.TinySpec().warm_start_target
+    assert accuracy < 0.9, "a warm start this good would leave RL nothing to show"
     info = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
-    assert info["warm_start_train_accuracy"] >= embedded.TinySpec().warm_start_target
-    assert info["warm_start_train_accuracy"] < 0.9, "a warm start this good would leave RL nothing to show"
+    assert info["warm_start_train_accuracy"] == pytest.approx(accuracy, abs=1 / len(train)), (
+        "the record is true"
+    )
+    assert sum(p.numel() for p in model.parameters()) == info["parameters"]
     assert 300_000 < info["parameters"] < 500_000
 
 

@@ -76,11 +76,27 @@ def local_ray(private_ray):
     return private_ray
 
 
-def score(tmp_path: Path, verifier: str, lines: list[str], capsys) -> tuple[list[dict], str]:
+def score(tmp_path: Path, verifier: str, lines: list[str], capsys, results=None) -> tuple[list[dict], str]:
+    """Runs `rlvr score`; the pool's results (what was decided in this process, what was shipped to the
+    actors) are appended to `results` when a list is given (the real score_lines, only watched)."""
+    from rlvr_launch import score as score_module
+
     src, dst = tmp_path / f"{verifier}.in.jsonl", tmp_path / f"{verifier}.out.jsonl"
     src.write_text("".join(line + "\n" for line in lines))
     argv = ["score", "--verifier", verifier, "--input", str(src), "--output", str(dst), "--num-actors", "2"]
-    assert cli.main(argv) == 0
+    real = score_module.score_lines
+
+    def watched(*args, **kwargs):
+        verdicts, pool_results = real(*args, **kwargs)
+        if results is not None:
+            results.extend(pool_results)
+        return verdicts, pool_results
+
+    score_module.score_lines = watched
+    try:
+        assert cli.main(argv) == 0
+    finally:
+        score_module.score_lines = real
     out = [json.loads(x) for x in dst.read_text().splitlines()]
     assert len(out) == len(lines)  # one output line per input line
     assert all(set(o) == {"score", "status", "detail"} for o in out)
@@ -95,11 +111,29 @@ def test_math_lines_scored_in_order_with_a_summary(local_ray, tmp_path, capsys):
         "this line is not json",
         json.dumps({"response": "I cannot say", "ground_truth": "4"}),
         json.dumps({"response": r"so \boxed{1\,000}", "ground_truth": "1000"}),
+        # Only sympy decides these (trig, logs): the caller's exact path cannot, so they must ship.
+        json.dumps({"response": r"\boxed{\sin^2 x+\cos^2 x}", "ground_truth": "1"}),
+        json.dumps({"response": r"\boxed{\log(8)}", "ground_truth": r"3\log(2)"}),
+        json.dumps({"response": r"\boxed{\sin(x)}", "ground_truth": r"\cos(x)"}),
     ]
-    out, err = score(tmp_path, "math", lines, capsys)
-    assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input", "parse_error", "ok"]
-    assert [o["score"] for o in out] == [1.0, 0.0, 0.0, 0.0, 1.0]
-    assert "5 lines" in err and "pass rate 0.4000" in err and "invalid_input=1" in err
+    results = []
+    out, err = score(tmp_path, "math", lines, capsys, results)
+    assert [o["status"] for o in out] == [
+        "ok",
+        "wrong",
+        "invalid_input",
+        "parse_error",
+        "ok",
+        "ok",
+        "ok",
+        "wrong",
+    ]
+    assert [o["score"] for o in out] == [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    assert "8 lines" in err and "pass rate 0.5000" in err and "invalid_input=1" in err
+    m = [r.metrics["math"] for r in results]
+    assert sum(x.count for x in m) == 7  # every valid line reached the pool
+    assert sum(x.quick for x in m) == 4  # the exact ones were decided in this process ...
+    assert sum(x.calls for x in m) >= 1  # ... and the three symbolic ones travelled to an actor
 
 
 @pytest.mark.slow
@@ -153,9 +187,12 @@ def test_code_lines(local_ray, tmp_path, capsys):
         ),
         json.dumps({"response": "```python\nprint(1)\n```"}),
     ]
-    out, _ = score(tmp_path, "code", lines, capsys)
+    results = []
+    out, _ = score(tmp_path, "code", lines, capsys, results)
     assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input"]
     assert [o["score"] for o in out] == [1.0, 0.0, 0.0]
+    m = results[0].metrics["code"]
+    assert (m.count, m.quick) == (2, 0) and m.calls >= 1  # code never runs in the caller: both shipped
 
 
 @pytest.mark.slow

@@ -176,9 +176,12 @@ def test_threading_main_idiom_waits_for_the_thread(verifier):
     assert verifier.verify(Item(fenced(code), ADD_TESTS)).status == OK
 
 
+@pytest.mark.timeout(60)
 def test_timeout_status(verifier):
+    start = time.monotonic()
     verdict = verifier.verify(Item(fenced("while True: pass"), ADD_TESTS, {"timeout_s": 0.5}))
     assert (verdict.status, verdict.score) == (TIMEOUT, 0.0)
+    assert time.monotonic() - start < 0.5 + 4.0  # the first timeout ends the item: its later tests never run
 
 
 def test_call_based_function_and_solution_class(verifier):
@@ -315,9 +318,14 @@ def test_megabytes_of_correct_output_pass(verifier):
         "print('x' * (1 << 30))",  # a gigabyte string
     ],
 )
+@pytest.mark.timeout(60)
 def test_pathological_programs_end_within_their_bound(verifier, code):
+    start = time.monotonic()
     verdict = verifier.verify(Item(fenced(code), {"inputs": [""], "outputs": ["1"]}, {"timeout_s": 2.0}))
+    elapsed = time.monotonic() - start
     assert verdict.status in (WRONG, TIMEOUT) and verdict.score == 0.0
+    # The bound: the 2 s per-test limit, plus the kill and a loaded machine's slack (the test's own clock).
+    assert elapsed < 2.0 + 4.0, (elapsed, verdict)
 
 
 def test_a_sandbox_that_refuses_to_start_gives_every_item_an_explicit_sandbox_error(tmp_path):

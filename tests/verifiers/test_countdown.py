@@ -72,20 +72,23 @@ def test_division_by_zero_is_wrong_not_a_crash() -> None:
 @pytest.mark.parametrize(
     "payload",
     [
-        "__import__('os').system('touch /tmp/pwned')",
+        "__import__('os').system('touch MARKER')",
         "().__class__.__bases__[0].__subclasses__()",
-        "open('/etc/passwd').read()",
-        "exec('1')",
-        "[x for x in (4, 6)]",
+        "open('MARKER', 'w').write('24')",
+        "exec(\"open('MARKER', 'w')\")",
+        "[open('MARKER', 'w') for x in (4, 6)]",
+        "(lambda: open('MARKER', 'w'))()",
         "lambda: 24",
         "'24'",
-        "4*6 if True else 0",
+        "4*6 if open('MARKER', 'w') else 0",
         "globals()",
     ],
 )
 def test_eval_injection_is_rejected_without_running(payload: str, tmp_path) -> None:
-    v = verdict(f"<answer>{payload}</answer>")
+    marker = tmp_path / "pwned"  # what running the payload would create
+    v = verdict(f"<answer>{payload.replace('MARKER', str(marker))}</answer>")
     assert v.status in ("wrong", "parse_error") and v.score == 0.0
+    assert not marker.exists(), "the payload ran"
 
 
 @pytest.mark.parametrize(

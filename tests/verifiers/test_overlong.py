@@ -1,5 +1,6 @@
 """DAPO's soft overlong punishment (rlvr_verifiers/overlong.py) matches the paper's eq. 13 and verl's
-`dapo` reward manager, reads the same config keys, and refuses a ramp that does not fit the budget."""
+`dapo` reward manager (driven itself, on verl's own batch type), reads the same config keys, and refuses a
+ramp that does not fit the budget."""
 
 import pytest
 
@@ -25,12 +26,71 @@ def test_penalty_factor_scales_the_ramp():
     assert _cfg(penalty_factor=0.5).penalty(20) == -0.5
 
 
-def test_matches_verls_dapo_manager_formula():
-    cfg = _cfg(buffer_len=4096, max_resp_len=20480)
-    for length in (0, 16384, 16385, 18000, 20480):
-        expected_len = 20480 - 4096
-        verl = min(-(length - expected_len) / 4096 * 1.0, 0)
-        assert cfg.penalty(length) == pytest.approx(verl)
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from rlvr_launch.embedded import TinySpec, build_tokenizer
+
+    return build_tokenizer(TinySpec(), tmp_path_factory.mktemp("tok"))
+
+
+def _verl_dapo_rewards(tokenizer, config: dict, lengths: list[int], score: float) -> list[tuple[float, dict]]:
+    """(reward, reward_extra_info) from verl's own `dapo` reward manager (its reward-loop registry entry),
+    for responses of the given token lengths that the rule scored `score`."""
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+    manager = get_reward_manager_cls("dapo")(
+        OmegaConf.create(config), tokenizer, compute_score=lambda **_: score
+    )
+    width = max(lengths) + 3  # right padding after the longest response
+    token = tokenizer.encode("7", add_special_tokens=False)[0]
+    out = []
+    for n in lengths:
+        data = DataProto.from_dict(
+            tensors={
+                "prompts": torch.tensor([[token, token]]),
+                "responses": torch.tensor([[token] * n + [tokenizer.pad_token_id] * (width - n)]),
+                "attention_mask": torch.tensor([[1, 1] + [1] * n + [0] * (width - n)]),
+            },
+            non_tensors={
+                "data_source": np.array(["addition"], dtype=object),
+                "reward_model": np.array([{"ground_truth": "7"}], dtype=object),
+                "extra_info": np.array([{}], dtype=object),
+            },
+        )
+        result = manager.loop.run_until_complete(manager.run_single(data))
+        out.append((float(result["reward_score"]), result["reward_extra_info"]))
+    return out
+
+
+@pytest.mark.parametrize(("buffer_len", "max_resp_len", "factor"), [(4, 20, 1.0), (7, 12, 0.5)])
+def test_matches_verls_own_dapo_reward_manager(tokenizer, buffer_len, max_resp_len, factor):
+    """The same config driven through verl's `dapo` reward manager and through OverlongConfig: the same
+    paid reward for every response length around the buffer (verl adds the penalty to the rule's score)."""
+    config = {
+        "reward": {
+            "reward_kwargs": {
+                "overlong_buffer_cfg": {
+                    "enable": True,
+                    "len": buffer_len,
+                    "penalty_factor": factor,
+                    "log": True,
+                },
+                "max_resp_len": max_resp_len,
+            }
+        }
+    }
+    ours = OverlongConfig.from_verl_config(config)
+    lengths = list(range(1, max_resp_len + 1))
+    theirs = _verl_dapo_rewards(tokenizer, config, lengths, score=1.0)
+    for n, (reward, info) in zip(lengths, theirs, strict=True):
+        assert reward == pytest.approx(1.0 + ours.penalty(n)), n
+        assert float(info["overlong_reward"]) == pytest.approx(ours.extra_info(n)["overlong_reward"]), n
+        assert float(info["overlong"]) == ours.extra_info(n)["overlong"], n
+    assert any(r < 1.0 for r, _ in theirs) and theirs[0][0] == 1.0  # the ramp was reached, short ones free
 
 
 def test_reads_the_dapo_recipe_keys():
