@@ -2,6 +2,7 @@
 
     RUN_DIR/
       config.yaml         the resolved verl config of the latest attempt
+      recipe.json         the overrides the run was composed from (`rlvr train` args; a resume adds its own)
       metrics.jsonl       one JSON object per training step, keyed by verl's metric names
                           (`training/global_step`, `critic/score/mean`, `val-core/...`), merged over attempts
       reward_curve.png    mean reward per step (and validation reward where measured)
@@ -37,6 +38,27 @@ class RunDir:
     @property
     def config_path(self) -> Path:
         return self.path / "config.yaml"
+
+    @property
+    def recipe_path(self) -> Path:
+        return self.path / "recipe.json"
+
+    def stored_overrides(self) -> list[str] | None:
+        """The overrides this run was composed from, or None for a directory without recipe.json."""
+        if not self.recipe_path.is_file():
+            return None
+        try:
+            overrides = json.loads(self.recipe_path.read_text())["overrides"]
+        except (ValueError, KeyError, TypeError):
+            raise UserError(
+                f'{self.recipe_path} is corrupt: expected {{"overrides": [...]}}; restore it or start another run'
+            ) from None
+        return [str(o) for o in overrides]
+
+    def save_recipe(self, overrides: list[str]) -> None:
+        tmp = self.recipe_path.with_suffix(".json.partial")
+        tmp.write_text(json.dumps({"overrides": list(overrides)}, indent=1) + "\n")
+        tmp.replace(self.recipe_path)
 
     @property
     def metrics_path(self) -> Path:
