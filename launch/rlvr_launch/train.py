@@ -196,11 +196,30 @@ def prepare(cfg) -> None:
     if embedded.ADDITION in wanted:
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
     task = str(cfg.rlvr.get("task") or "")
+    tokenizer = None
     for key in ("train_files", "val_files"):
         files = cfg.data[key]
         for path in [files] if isinstance(files, str) else list(files):
             rows = datacheck.check_parquet(path, prompt_key=str(cfg.data.prompt_key), task=task)
-            log(f"{key.split('_')[0]} data: {path} ({rows} rows)")
+            tokenizer = tokenizer or datacheck.load_recipe_tokenizer(cfg)
+            note = ""
+            if tokenizer is not None:
+                # verl filters (or refuses) prompts over the limit; a dataset that loses every row
+                # would otherwise stop inside verl with num_samples=0.
+                lengths = datacheck.prompt_lengths(
+                    path, tokenizer, str(cfg.data.prompt_key), cfg.data.get("apply_chat_template_kwargs")
+                )
+                note = f", prompts {min(lengths)}-{max(lengths)} tokens"
+                dropped = datacheck.check_prompt_lengths(
+                    path,
+                    lengths,
+                    int(cfg.data.max_prompt_length),
+                    bool(cfg.data.get("filter_overlong_prompts", True)),
+                    str(cfg.data.get("truncation", "error")),
+                )
+                if dropped:
+                    note += f"; {dropped}"
+            log(f"{key.split('_')[0]} data: {path} ({rows} rows{note})")
     model_path = Path(os.path.expanduser(str(cfg.actor_rollout_ref.model.path)))
     if str(cfg.trainer.device) == "cpu" and not model_path.exists():
         raise UserError(
