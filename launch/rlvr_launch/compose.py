@@ -53,11 +53,28 @@ def describe(group: str, name: str) -> str:
     match = re.search(r'^\s*description:\s*"?(.*?)"?\s*$', text, flags=re.M)
     if match and match.group(1):
         return match.group(1)
+    # Else the first sentence of the file's opening comment, whole (it often runs over several lines).
+    paragraph: list[str] = []
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("#") and not line.startswith("# @package"):
-            return line.lstrip("# ").strip()
-    return ""
+        if line.startswith("# @package"):
+            continue
+        if not line.startswith("#") or not line.lstrip("# ").strip():
+            if paragraph:
+                break
+            continue
+        paragraph.append(line.lstrip("# ").strip())
+    return first_sentence(" ".join(paragraph))
+
+
+# A full stop that ends a sentence: not one of an abbreviation ("et al.", "sec.", "Dr.", "e.g.", "i.e.",
+# "vs.") or inside a number.
+_SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bsec)(?<!\bDr)(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.(?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    match = _SENTENCE_END.search(text)
+    return text[: match.end()].strip() if match else text.strip()
 
 
 def _check_group_choices(overrides: list[str]) -> None:

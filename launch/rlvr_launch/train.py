@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rlvr_launch import compose
 
+    if not args.verbose:
+        # verl's own INFO lines (platform override, ...) in this process; --verbose shows them.
+        os.environ.setdefault("VERL_LOGGING_LEVEL", "WARN")
     note = ray_plan_note()
     if note:
         log(note)
@@ -455,10 +458,20 @@ def summarize(rows: list[dict]) -> None:
     rewards = [(r[STEP_KEY], r[REWARD_KEY]) for r in rows if REWARD_KEY in r]
     if not rewards:
         return
+    log(reward_summary(rewards))
+
+
+def reward_summary(rewards: list[tuple[int, float]]) -> str:
+    """`mean reward: first 10 steps 0.319 -> last 10 steps 0.598 over 60 steps`, in words that fit
+    short runs too (`step 1 0.300 -> step 2 0.350`)."""
+    if len(rewards) == 1:
+        return f"reward at step {rewards[0][0]}: {rewards[0][1]:.3f} (one step)"
     k = min(10, max(1, len(rewards) // 2))
     first = sum(v for _, v in rewards[:k]) / k
     last = sum(v for _, v in rewards[-k:]) / k
-    log(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f} over {len(rewards)} steps")
+    if k == 1:
+        return f"reward: step {rewards[0][0]} {first:.3f} -> step {rewards[-1][0]} {last:.3f} over {len(rewards)} steps"
+    return f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f} over {len(rewards)} steps"
 
 
 def run_training(
