@@ -198,6 +198,7 @@ def prepare(cfg) -> None:
             )
     if embedded.ADDITION in wanted:
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
+        embedded.ensure_addition_trained_data(Path(cfg.rlvr.data_dir))
     task = str(cfg.rlvr.get("task") or "")
     tokenizer = None
     for key in ("train_files", "val_files"):
@@ -344,8 +345,9 @@ def actor_failures(ray_temp_dir: str | Path | None) -> list[str]:
 class Progress(threading.Thread):
     """Follows verl's metrics file and prints one line per step."""
 
-    def __init__(self, path: Path, total_steps: int, resume_from: int):
+    def __init__(self, path: Path, total_steps: int, resume_from: int, labels: dict | None = None):
         super().__init__(daemon=True)
+        self.labels = labels or {}
         self.path = path
         self.total = total_steps
         self.resume_from = resume_from
@@ -371,8 +373,8 @@ class Progress(threading.Thread):
             step, data = int(record.get("step", -1)), record.get("data", {})
             val = {k: v for k, v in data.items() if k.startswith("val-core/")}
             if val:
-                text = ", ".join(f"{v:.3f}" for v in val.values())
-                log(f"validation at step {step}: held-out {', '.join(val)} = {text}")
+                text = "; ".join(f"{val_label(k, self.labels)} {v:.3f}" for k, v in val.items())
+                log(f"validation at step {step}: {text}")
             if REWARD_KEY in data:
                 self.steps_done += 1
                 elapsed = time.time() - self.started
@@ -442,7 +444,22 @@ def _root_cause(error: BaseException, ray_temp_dir: str | None = None) -> str:
     return reached
 
 
-def finalize(run_dir: RunDir, title: str) -> list[dict]:
+def val_labels(cfg) -> dict[str, str]:
+    """What each validation data source is, from the task recipe (rlvr.val_labels), for the picture."""
+    from omegaconf import OmegaConf
+
+    labels = OmegaConf.select(cfg, "rlvr.val_labels", default=None)
+    return {str(k): str(v) for k, v in labels.items()} if labels else {}
+
+
+def val_label(key: str, labels: dict[str, str]) -> str:
+    """`val-core/addition/acc/mean@1` -> the recipe's words for data source `addition`, else the key."""
+    parts = key.split("/")
+    source = parts[1] if len(parts) > 2 else ""
+    return labels.get(source, key)
+
+
+def finalize(run_dir: RunDir, title: str, labels: dict[str, str] | None = None) -> list[dict]:
     from rlvr_launch import diagnose
 
     # Group-level figures verl does not log, derived from its rollout dumps, join each step's row.
@@ -450,7 +467,7 @@ def finalize(run_dir: RunDir, title: str) -> list[dict]:
     if extra:
         diagnose.write_derived_metrics(run_dir.path)
     rows = run_dir.write_metrics(extra=extra)
-    run_dir.plot_reward_curve(rows, title=title)
+    run_dir.plot_reward_curve(rows, title=title, labels=labels)
     return rows
 
 
@@ -531,7 +548,7 @@ def run_training(
         os.environ.update(env)
         started_ray, ray_temp_dir = _start_ray(cfg, env, verbose)
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
-        progress = Progress(attempt_log, total, resume_from)
+        progress = Progress(attempt_log, total, resume_from, val_labels(cfg))
         progress.start()
         from verl.trainer.main_ppo import run_ppo
 
@@ -567,7 +584,11 @@ def run_training(
         attempted = bool(rd.attempt_numbers())
         try:
             if attempted:
-                rows = finalize(rd, title=f"{cfg.trainer.experiment_name} ({cfg.algorithm.adv_estimator})")
+                rows = finalize(
+                    rd,
+                    title=f"{cfg.trainer.experiment_name} ({cfg.algorithm.adv_estimator})",
+                    labels=val_labels(cfg),
+                )
                 summarize(rows)
         finally:
             rd.release()
