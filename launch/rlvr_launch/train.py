@@ -201,6 +201,7 @@ def prepare(cfg) -> None:
         embedded.ensure_addition_trained_data(Path(cfg.rlvr.data_dir))
     task = str(cfg.rlvr.get("task") or "")
     tokenizer = None
+    kept_train = 0
     for key in ("train_files", "val_files"):
         files = cfg.data[key]
         for path in [files] if isinstance(files, str) else list(files):
@@ -223,7 +224,22 @@ def prepare(cfg) -> None:
                 )
                 if dropped:
                     note += f"; {dropped}"
+                if key == "train_files":
+                    filters = bool(cfg.data.get("filter_overlong_prompts", True))
+                    kept_train += sum(
+                        1 for n in lengths if n <= int(cfg.data.max_prompt_length) or not filters
+                    )
+            else:
+                kept_train += rows if key == "train_files" else 0
             log(f"{key.split('_')[0]} data: {path} ({rows} rows{note})")
+    batch = int(cfg.data.train_batch_size)
+    if kept_train < batch:
+        # verl's training dataloader drops an incomplete batch (drop_last): it would train on nothing.
+        raise UserError(
+            f"the training data keeps {kept_train} rows, fewer than data.train_batch_size={batch}: verl would "
+            f"train on nothing (it drops an incomplete batch); set data.train_batch_size={max(1, kept_train)} "
+            "or lower (and actor_rollout_ref.actor.ppo_mini_batch_size with it)"
+        )
     model_path = Path(os.path.expanduser(str(cfg.actor_rollout_ref.model.path)))
     if str(cfg.trainer.device) == "cpu" and not model_path.exists():
         raise UserError(

@@ -66,3 +66,23 @@ def test_ls_descriptions_are_whole_sentences(group_name):
     assert not text.endswith((",", ":", ";", " the", " and", " or", " by", " of")), (
         f"cut mid-sentence: {text!r}"
     )
+
+
+def test_ray_address_outside_a_job_is_announced_and_inside_a_job_joined(monkeypatch, tmp_path):
+    """Issue 10, item 4. Ray's job supervisor sets RAY_JOB_CONFIG_JSON_ENV_VAR for a job's entrypoint."""
+    from pathlib import Path
+
+    from rlvr_launch import train
+
+    monkeypatch.delenv("RLVR_RUNS_DIR", raising=False)
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert train.ray_plan_note() is None and train.runs_root() == Path("runs")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert train.ray_plan_note().startswith("RAY_ADDRESS=10.0.0.5:6379 is set in this shell and ignored")
+    assert train.runs_root() == Path("runs")
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")
+    assert train.ray_plan_note() == "inside a Ray job: joining its cluster at 10.0.0.5:6379"
+    assert train.runs_root() == Path("~/rlvr-runs").expanduser(), "not the job's temporary working dir"
+    monkeypatch.setenv("RLVR_RUNS_DIR", str(tmp_path))
+    assert train.default_run_dir("cpu_demo").parent == tmp_path

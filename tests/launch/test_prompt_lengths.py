@@ -87,3 +87,28 @@ def test_train_refuses_countdown_prompts_over_the_limit_before_ray_starts(conver
     assert "Set data.max_prompt_length=288" in proc.stderr
     assert "Started a local Ray" not in proc.stdout + proc.stderr
     assert not run_dir.exists(), "nothing ran: no run directory is left behind"
+
+
+def test_train_refuses_a_training_set_smaller_than_one_batch(converted, rlvr_cache, tmp_path):
+    """verl's training dataloader drops an incomplete batch: 3 rows with the demo's 32-prompt batch
+    would train on nothing."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlvr_launch.cli",
+            "train",
+            "task=countdown",
+            f"data.train_files={converted / 'countdown' / 'train.parquet'}",
+            f"data.val_files={converted / 'countdown' / 'test.parquet'}",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "keeps 3 rows, fewer than data.train_batch_size=32" in proc.stderr
+    assert "set data.train_batch_size=3" in proc.stderr
+    assert "prompts 286-288 tokens" in proc.stdout  # measured with the tiny model's tokenizer, all kept
