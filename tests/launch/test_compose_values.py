@@ -28,11 +28,30 @@ from rlvr_launch.cli import UserError
         ("actor_rollout_ref.actor.ppo_mini_batch_size=true", ["ppo_mini_batch_size", "not an integer"]),
     ],
 )
-def test_a_mistyped_or_out_of_range_value_is_refused_at_compose_time(override, words):
+def test_a_mistyped_or_out_of_range_value_is_refused_at_compose_time(override, words, composed):
+    # The value as Hydra parses it from the command line, placed in the composed recipe (one composition
+    # for the module); the first two cases also go through the whole of compose() below.
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    parsed = OverridesParser.create().parse_overrides([override])[0]
+    cfg = OmegaConf.create(OmegaConf.to_container(composed))
+    OmegaConf.update(cfg, parsed.key_or_group, parsed.value(), force_add=True)
     with pytest.raises(UserError) as err:
-        compose.compose([override])
+        compose._check_values(cfg)
     for word in words:
         assert word in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def composed():
+    return compose.compose([])
+
+
+@pytest.mark.parametrize("override", ["trainer.total_training_steps=abc", "actor_rollout_ref.rollout.n=-3"])
+def test_compose_itself_refuses_them(override):
+    with pytest.raises(UserError, match=override.split("=")[0]):
+        compose.compose([override])
 
 
 @pytest.mark.parametrize(
@@ -45,8 +64,14 @@ def test_a_mistyped_or_out_of_range_value_is_refused_at_compose_time(override, w
         "trainer.save_freq=-1",
     ],
 )
-def test_values_in_range_still_compose(override):
-    compose.compose([override])
+def test_values_in_range_still_compose(override, composed):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    parsed = OverridesParser.create().parse_overrides([override])[0]
+    cfg = OmegaConf.create(OmegaConf.to_container(composed))
+    OmegaConf.update(cfg, parsed.key_or_group, parsed.value(), force_add=True)
+    compose._check_values(cfg)
 
 
 def test_train_with_a_bad_value_exits_2_in_one_line_and_leaves_no_run_directory(tmp_path):

@@ -5,6 +5,7 @@ Real Hydra composition; the CLI cases stop before any training starts."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -18,11 +19,16 @@ from rlvr_launch.cli import UserError
 from rlvr_launch.rundir import RunDir
 
 
+@functools.cache
+def _config_yaml(overrides: tuple[str, ...]) -> str:
+    return OmegaConf.to_yaml(compose.compose(list(overrides)), resolve=True)
+
+
 def _started_run(path: Path, overrides: list[str], checkpoint_step: int | None = None) -> RunDir:
     """A run directory as `rlvr train OVERRIDES --run-dir PATH` leaves it (config.yaml, recipe.json)."""
     rd = RunDir(path)
     rd.path.mkdir(parents=True)
-    OmegaConf.save(compose.compose(overrides), rd.config_path, resolve=True)
+    rd.config_path.write_text(_config_yaml(tuple(overrides)))
     rd.save_recipe(overrides)
     if checkpoint_step is not None:
         rd.checkpoints.mkdir()
