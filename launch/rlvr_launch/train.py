@@ -41,8 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from rlvr_launch import compose
 
     if not args.verbose:
-        # verl's own INFO lines (platform override, ...) in this process; --verbose shows them.
+        # verl's own INFO lines (platform override, ...) and the warnings its imports raise in this
+        # process ("torchtitan engine is not available", ...); --verbose shows them.
+        import warnings
+
         os.environ.setdefault("VERL_LOGGING_LEVEL", "WARN")
+        warnings.filterwarnings("ignore", module=r"(verl|ray|torch|transformers|hydra)(\.|$)")
     note = ray_plan_note()
     if note:
         log(note)
