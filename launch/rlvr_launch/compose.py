@@ -54,11 +54,28 @@ def describe(group: str, name: str) -> str:
     match = re.search(r'^\s*description:\s*"?(.*?)"?\s*$', text, flags=re.M)
     if match and match.group(1):
         return match.group(1)
+    # Else the first sentence of the file's opening comment, whole (it often runs over several lines).
+    paragraph: list[str] = []
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("#") and not line.startswith("# @package"):
-            return line.lstrip("# ").strip()
-    return ""
+        if line.startswith("# @package"):
+            continue
+        if not line.startswith("#") or not line.lstrip("# ").strip():
+            if paragraph:
+                break
+            continue
+        paragraph.append(line.lstrip("# ").strip())
+    return first_sentence(" ".join(paragraph))
+
+
+# A full stop that ends a sentence: not one of an abbreviation ("et al.", "sec.", "Dr.", "e.g.", "i.e.",
+# "vs.") or inside a number.
+_SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bsec)(?<!\bDr)(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.(?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    match = _SENTENCE_END.search(text)
+    return text[: match.end()].strip() if match else text.strip()
 
 
 def _check_group_choices(overrides: list[str]) -> None:
@@ -173,6 +190,77 @@ def _check_micro_batches(cfg) -> None:
             )
 
 
+# The keys users change most, with the type and range verl needs. verl types most of them loosely
+# (`total_training_steps: null` accepts any string), so a typo like `=abc` or `rollout.n=-3` would pass
+# composition and fail later, deep in a worker. (key, kind, lowest, highest, None allowed, what it is)
+INT, NUMBER = "an integer", "a number"
+_EXAMPLE = {INT: "8", NUMBER: "0.5"}
+VALUE_RULES: tuple[tuple[str, str, float | None, float | None, bool, str], ...] = (
+    ("trainer.total_training_steps", INT, 1, None, True, "training steps"),
+    ("trainer.total_epochs", INT, 1, None, False, "epochs"),
+    ("trainer.save_freq", INT, -1, None, False, "steps between checkpoints (-1: never)"),
+    ("trainer.test_freq", INT, -1, None, False, "steps between validations (-1: never)"),
+    ("trainer.nnodes", INT, 1, None, False, "nodes"),
+    ("trainer.n_gpus_per_node", INT, 1, None, False, "GPUs per node"),
+    ("data.train_batch_size", INT, 1, None, False, "prompts per step"),
+    ("data.val_batch_size", INT, 1, None, True, "prompts per validation batch"),
+    ("data.max_prompt_length", INT, 1, None, False, "prompt tokens"),
+    ("data.max_response_length", INT, 1, None, False, "response tokens"),
+    ("actor_rollout_ref.rollout.n", INT, 1, None, False, "responses per prompt"),
+    ("actor_rollout_ref.rollout.temperature", NUMBER, 0, None, False, "sampling temperature"),
+    ("actor_rollout_ref.rollout.top_p", NUMBER, 0, 1, False, "nucleus sampling mass"),
+    ("actor_rollout_ref.rollout.val_kwargs.n", INT, 1, None, False, "responses per held-out prompt"),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", NUMBER, 0, None, False, "held-out temperature"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p", NUMBER, 0, 1, False, "held-out nucleus sampling mass"),
+    ("actor_rollout_ref.actor.optim.lr", NUMBER, 0, 1, False, "learning rate"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", INT, 1, None, False, "prompts per mini-batch"),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", INT, 1, None, True, "samples per micro-batch"),
+    ("actor_rollout_ref.actor.ppo_epochs", INT, 1, None, False, "passes over each batch"),
+    ("actor_rollout_ref.actor.clip_ratio_low", NUMBER, 0, None, False, "lower clip bound"),
+    ("actor_rollout_ref.actor.clip_ratio_high", NUMBER, 0, None, False, "upper clip bound"),
+    ("actor_rollout_ref.actor.kl_loss_coef", NUMBER, 0, None, False, "KL loss coefficient"),
+    ("actor_rollout_ref.actor.entropy_coeff", NUMBER, None, None, False, "entropy bonus"),
+    (
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        INT,
+        1,
+        None,
+        True,
+        "samples per micro-batch",
+    ),
+    (
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        INT,
+        1,
+        None,
+        True,
+        "samples per micro-batch",
+    ),
+)
+
+
+def _check_values(cfg) -> None:
+    """Type and range of the keys users change most (VALUE_RULES), named with the fix."""
+    from omegaconf import OmegaConf
+
+    for key, kind, low, high, nullable, what in VALUE_RULES:
+        value = OmegaConf.select(cfg, key, default="<absent>", throw_on_missing=False)
+        if value == "<absent>" or (value is None and nullable):
+            continue
+        ok_type = isinstance(value, int) if kind == INT else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type or (kind == NUMBER and value != value):
+            raise UserError(f"{key}={value!r} is not {kind} ({what}); give it as {key}={_EXAMPLE[kind]}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = (
+                f"between {low} and {high}"
+                if low is not None and high is not None
+                else f">= {low}"
+                if low is not None
+                else f"<= {high}"
+            )
+            raise UserError(f"{key}={value!r} is out of range: {what} must be {bounds}")
+
+
 def validate(cfg) -> None:
     """Validate against verl's own checks and config dataclasses; raise UserError naming the problem."""
     import warnings
@@ -182,6 +270,7 @@ def validate(cfg) -> None:
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     warnings.filterwarnings("ignore", message="Disabled critic as algorithm.adv_estimator")
+    _check_values(cfg)  # before verl's checks, which would fail on a mistyped value with a TypeError
     try:
         # verl prints "[validate_config] All configuration checks passed" to stdout; `rlvr resolve`'s
         # stdout must stay pure YAML, and a failure is reported by rlvr itself.

@@ -85,3 +85,73 @@ def check_parquet(path: str | Path, prompt_key: str = "prompt", task: str = "") 
                 "Every row needs the reference answer the verifier checks against; drop or fix the row",
             )
     return table.num_rows
+
+
+def load_recipe_tokenizer(cfg):
+    """The tokenizer verl will use (model.tokenizer_path, else model.path), from local files only;
+    None when it is not on this machine (a hub name on a machine without it: the check is skipped)."""
+    from omegaconf import OmegaConf
+
+    model = cfg.actor_rollout_ref.model
+    source = OmegaConf.select(cfg, "data.tokenizer") or model.get("tokenizer_path") or model.path
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(
+            str(source), local_files_only=True, trust_remote_code=bool(model.get("trust_remote_code", False))
+        )
+    except Exception:  # noqa: BLE001 - not available here: verl loads it on the cluster
+        return None
+
+
+def prompt_lengths(path: str | Path, tokenizer, prompt_key: str = "prompt", chat_kwargs=None) -> list[int]:
+    """Token count of every row's prompt as verl's dataset measures it (chat template with the
+    generation prompt; verl/utils/dataset/rl_dataset.py, doc2len)."""
+    import pyarrow.parquet as pq
+
+    kwargs = {
+        k: v
+        for k, v in dict(chat_kwargs or {}).items()
+        if k not in ("tokenize", "return_dict", "return_tensors")
+    }
+    lengths = []
+    for messages in pq.read_table(path, columns=[prompt_key]).column(prompt_key).to_pylist():
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        lengths.append(len(ids))
+    return lengths
+
+
+def check_prompt_lengths(
+    path: str | Path, lengths: list[int], max_prompt_length: int, filter_overlong: bool, truncation: str
+) -> str | None:
+    """Refuse a dataset whose prompts verl would drop entirely or refuse; describe a partial drop.
+
+    Returns a line to show (None when every prompt fits); raises UserError naming the setting to change."""
+    over = [n for n in lengths if n > max_prompt_length]
+    if not over:
+        return None
+    longest = max(lengths)
+    fix = f"set data.max_prompt_length={longest} (the longest prompt) or shorten the prompts"
+    if filter_overlong and len(over) == len(lengths):
+        raise UserError(
+            f"dataset {path}: all {len(lengths)} prompts are longer than data.max_prompt_length={max_prompt_length} "
+            f"tokens with the recipe's tokenizer ({min(lengths)}-{longest} tokens): verl would drop every row "
+            f"and stop with num_samples=0. {fix[0].upper() + fix[1:]}"
+        )
+    if not filter_overlong and truncation == "error":
+        raise UserError(
+            f"dataset {path}: {len(over)} of {len(lengths)} prompts are longer than data.max_prompt_length="
+            f"{max_prompt_length} tokens (longest {longest}) and data.truncation=error stops verl on the first; "
+            f"{fix}, or set data.filter_overlong_prompts=true to drop them"
+        )
+    if filter_overlong:
+        return (
+            f"{len(over)} of {len(lengths)} prompts are longer than data.max_prompt_length={max_prompt_length} "
+            f"tokens (longest {longest}): verl drops them; to keep them {fix}"
+        )
+    return (
+        f"{len(over)} of {len(lengths)} prompts are longer than data.max_prompt_length={max_prompt_length} tokens "
+        f"(longest {longest}): verl truncates them (data.truncation={truncation})"
+    )

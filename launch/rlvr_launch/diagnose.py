@@ -15,12 +15,15 @@ Inputs (whatever the run has):
 Findings (thresholds are the documented fields of `Thresholds`; each finding prints the numbers behind
 it and the patch):
   zero_variance_groups     many groups carry no signal       -> algo=dapo (dynamic sampling, sec. 3.2)
-  entropy_collapse         policy entropy falls steeply      -> clip-higher (DAPO sec. 3.1)
+  entropy_collapse         policy entropy falls steeply while the reward stalls -> clip-higher (DAPO sec. 3.1)
+                           (falling entropy with a rising reward is the policy learning, not a finding)
   length_drift             mean response length drifts       -> algo=dr_grpo (length-unbiased loss)
   length_reward_coupling   reward tracks length              -> algo=dr_grpo
   unstable_long_responses  update spikes with long/truncated responses -> algo=gspo (sequence ratios)
   reward_hacking           reward rises while the verifier's pass rate or the answer rate falls
 A healthy run yields no finding. Early vs late compares the first and last `window` fraction of steps.
+Each patch is checked against the run's own recipe (RUN_DIR/recipe.json): `rlvr diagnose` prints the
+whole `rlvr train` command of the patched run, composed and validated, or says why it does not compose.
 """
 
 from __future__ import annotations
@@ -95,10 +98,15 @@ class Finding:
     summary: str
     numbers: dict
     patch: str
+    # The patch as command-line overrides (empty when it is not a recipe change).
+    overrides: list[str] = field(default_factory=list)
+    # The patched run's whole command for this run's recipe, once checked (runnable_patches).
+    command: str = ""
 
     def render(self) -> str:
         nums = ", ".join(f"{k}={_fmt(v)}" for k, v in self.numbers.items())
-        return f"[{self.name}] {self.summary}\n    numbers: {nums}\n    patch:   {self.patch}"
+        text = f"[{self.name}] {self.summary}\n    numbers: {nums}\n    patch:   {self.patch}"
+        return text + (f"\n    run:     {self.command}" if self.command else "")
 
 
 def _fmt(value) -> str:
@@ -167,12 +175,18 @@ def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
         top, bottom = (max(scores_all), min(scores_all)) if scores_all else (None, None)
         zero = [g for g in multi if len({float(x["score"]) for x in g}) == 1]
         out[ZERO_VAR] = len(zero) / len(multi)
-        out[ALL_RIGHT] = sum(
-            1 for g in zero if float(g[0]["score"]) >= 1.0 or float(g[0]["score"]) == top
-        ) / len(multi)
-        out[ALL_WRONG] = sum(
-            1 for g in zero if float(g[0]["score"]) <= 0.0 or float(g[0]["score"]) == bottom
-        ) / len(multi)
+        spread = top is not None and top > bottom
+
+        def all_right(score: float) -> bool:
+            # Full marks, or the step's best score when the step has a spread; a group at a batch
+            # maximum of 0 (every reward 0) is not "all right".
+            return score >= 1.0 or (spread and score == top and score > 0.0)
+
+        def all_wrong(score: float) -> bool:
+            return not all_right(score) and (score <= 0.0 or (spread and score == bottom))
+
+        out[ALL_RIGHT] = sum(1 for g in zero if all_right(float(g[0]["score"]))) / len(multi)
+        out[ALL_WRONG] = sum(1 for g in zero if all_wrong(float(g[0]["score"]))) / len(multi)
         out["rlvr/groups/count"] = float(len(multi))
     lengths = [float(len(str(x.get("output", "")))) for x in lines]
     scores = [float(x["score"]) if _finite(x.get("score")) else float("nan") for x in lines]
@@ -309,6 +323,7 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
                     "rlvr train ... algo=dapo  (dynamic sampling drops all-right / all-wrong groups and refills the "
                     "batch, arXiv:2503.14476 sec. 3.2); if most groups are all-right the task is too easy, all-wrong "
                     "too hard: change the data mix too",
+                    ["algo=dapo"],
                 )
             )
     elif evicted:
@@ -317,14 +332,26 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
     if trends:
         ent = _series(rows, ENTROPY)
         w = _windows(ent, t.window)
-        if w and w[0] > 0 and w[1] / w[0] < t.entropy_ratio:
+        rw = _windows(_series(rows, SCORE), t.window)
+        # Falling entropy is what learning looks like on a task with one right answer; it is a collapse
+        # only when it comes with the stall it would explain: reward flat or falling.
+        stalled = rw is not None and rw[1] - rw[0] <= t.reward_rise
+        if w and w[0] > 0 and w[1] / w[0] < t.entropy_ratio and stalled:
             findings.append(
                 Finding(
                     "entropy_collapse",
-                    f"policy entropy fell to {w[1] / w[0]:.0%} of its early level: the policy stops exploring",
-                    {"entropy_early": w[0], "entropy_late": w[1], "ratio": w[1] / w[0]},
-                    "raise the upper clip bound (clip-higher): actor_rollout_ref.actor.clip_ratio_high=0.28, or "
-                    "algo=dapo (arXiv:2503.14476 sec. 3.1)",
+                    f"policy entropy fell to {w[1] / w[0]:.0%} of its early level while the reward stalled "
+                    f"({rw[0]:.3f} -> {rw[1]:.3f}): the policy stopped exploring before it learned",
+                    {
+                        "entropy_early": w[0],
+                        "entropy_late": w[1],
+                        "ratio": w[1] / w[0],
+                        "reward_early": rw[0],
+                        "reward_late": rw[1],
+                    },
+                    "raise the upper clip bound (clip-higher, arXiv:2503.14476 sec. 3.1): "
+                    "actor_rollout_ref.actor.clip_ratio_high=0.28, or algo=dapo",
+                    ["actor_rollout_ref.actor.clip_ratio_high=0.28"],
                 )
             )
 
@@ -340,6 +367,7 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
                     {"length_early": w[0], "length_late": w[1], "relative_change": (w[1] - w[0]) / w[0]},
                     "algo=dr_grpo: sums tokens over a constant normaliser and drops the std division, removing GRPO's "
                     "length bias (arXiv:2503.20783 sec. 3.1-3.2)",
+                    ["algo=dr_grpo"],
                 )
             )
         paired = [
@@ -367,6 +395,7 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
                     },
                     "algo=dr_grpo (length-unbiased aggregation, arXiv:2503.20783 sec. 3.1); check the verifier does not "
                     "pay for length",
+                    ["algo=dr_grpo"],
                 )
             )
 
@@ -394,6 +423,7 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
                     nums,
                     "algo=gspo (one length-normalised importance ratio per sequence, arXiv:2507.18071 sec. 4); if many "
                     "responses hit max_response_length, raise it or use DAPO's overlong shaping (sec. 3.4)",
+                    ["algo=gspo"],
                 )
             )
 
@@ -421,6 +451,43 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
                             )
                         )
     return findings
+
+
+# ---- patches that run on this experiment ---------------------------------------------------------------
+
+# DAPO's overlong shaping needs a buffer shorter than the response budget; on short-answer tasks (the
+# CPU demo's 4 tokens) there is nothing to shape, and the buffer would not even fit.
+OVERLONG = "reward.reward_kwargs.overlong_buffer_cfg"
+
+
+def runnable_patch(run_dir: Path, overrides: list[str]) -> str:
+    """The `rlvr train` command of the patched run for this run's recipe, composed and validated here;
+    or why the patch does not compose on it. A patch changes the algorithm, so it is a new run."""
+
+    from rlvr_launch import compose
+    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.train import merge_overrides
+
+    stored = RunDir(run_dir).stored_overrides()
+    if stored is None:
+        return ""
+    merged = merge_overrides(stored, overrides)
+    try:
+        # rlvr_launch.recipe_checks sizes DAPO's overlong buffer to the recipe's response length
+        compose.compose(merged)
+    except UserError as e:
+        return f"(does not compose on this run's recipe: {e})"
+    return "rlvr train " + " ".join(merged) + " --run-dir NEW_DIR  (composes and validates for this run)"
+
+
+def runnable_patches(run_dir: Path, findings: list[Finding]) -> None:
+    done: dict[tuple[str, ...], str] = {}
+    for finding in findings:
+        if finding.overrides:
+            key = tuple(finding.overrides)
+            if key not in done:
+                done[key] = runnable_patch(run_dir, finding.overrides)
+            finding.command = done[key]
 
 
 # ---- command ------------------------------------------------------------------------------------------
@@ -452,6 +519,8 @@ def run(args: argparse.Namespace) -> int:
         else read_metrics(run_dir)
     )
     findings = diagnose(rows, thresholds)
+    if run_dir.is_dir():
+        runnable_patches(run_dir, findings)
     if args.json:
         print(
             json.dumps(

@@ -363,10 +363,53 @@ def run_logs(args) -> int:
     return follow_to_end(client, args.job_id, show_tail=True)
 
 
-def follow_to_end(client, job_id: str, show_tail: bool) -> int:
-    """Stream logs until the job ends, then report; Ctrl-C leaves the job running and says so."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def is_rlvr_line(line: str) -> bool:
+    """A line `rlvr train` itself prints (its progress, its errors, the run directory at the end), as
+    opposed to verl's and Ray's own logs, which a job's log also holds."""
+    text = _ANSI.sub("", line).strip()
+    if text.startswith(("[rlvr]", "rlvr ", "rlvr:")):
+        return True
+    return text.startswith("/") and " " not in text  # the run directory, rlvr train's last line
+
+
+class RlvrLines:
+    """A stream that passes on only `is_rlvr_line` lines of what is written to it (in any chunks)."""
+
+    def __init__(self, out) -> None:
+        self.out, self.pending, self.hidden = out, "", 0
+
+    def write(self, chunk: str) -> None:
+        *lines, self.pending = (self.pending + chunk).split("\n")
+        for line in lines:
+            if is_rlvr_line(line):
+                self.out.write(line + "\n")
+            elif line.strip():
+                self.hidden += 1
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.pending:
+            self.write("\n")
+        self.flush()
+
+
+def follow_to_end(client, job_id: str, show_tail: bool, rlvr_lines_only: bool = False) -> int:
+    """Stream logs until the job ends, then report; Ctrl-C leaves the job running and says so.
+
+    `rlvr_lines_only` (rlvr submit --follow): show what `rlvr train` prints locally; the rest of the
+    job's log (verl, Ray) stays one `rlvr logs JOB_ID` away."""
+    out = RlvrLines(sys.stdout) if rlvr_lines_only else None
     try:
-        follow_logs(client, job_id)
+        follow_logs(client, job_id, out)
+        if out is not None:
+            out.close()
+            if out.hidden:
+                print(f"rlvr: {out.hidden} lines of verl's and Ray's logs not shown: rlvr logs {job_id}")
         state = wait_until_terminal(client, job_id, timeout_s=60)
     except KeyboardInterrupt:
         print(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +25,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"{group}s ({group}=NAME):")
         width = max((len(n) for n in names), default=0)
         for name in names:
-            print(f"  {name.ljust(width)}  {compose.describe(group, name)}")
+            # Whole first sentences, wrapped under their name (never cut mid-sentence).
+            print(
+                textwrap.fill(
+                    compose.describe(group, name),
+                    width=max(60, shutil.get_terminal_size((110, 20)).columns - 1),
+                    initial_indent=f"  {name.ljust(width)}  ",
+                    subsequent_indent=" " * (width + 4),
+                    break_on_hyphens=False,
+                )
+            )
         print()
     return 0

@@ -2,6 +2,7 @@
 
     RUN_DIR/
       config.yaml         the resolved verl config of the latest attempt
+      recipe.json         the overrides the run was composed from (`rlvr train` args; a resume adds its own)
       metrics.jsonl       one JSON object per training step, keyed by verl's metric names
                           (`training/global_step`, `critic/score/mean`, `val-core/...`), merged over attempts
       reward_curve.png    mean reward per step (and validation reward where measured)
@@ -37,6 +38,27 @@ class RunDir:
     @property
     def config_path(self) -> Path:
         return self.path / "config.yaml"
+
+    @property
+    def recipe_path(self) -> Path:
+        return self.path / "recipe.json"
+
+    def stored_overrides(self) -> list[str] | None:
+        """The overrides this run was composed from, or None for a directory without recipe.json."""
+        if not self.recipe_path.is_file():
+            return None
+        try:
+            overrides = json.loads(self.recipe_path.read_text())["overrides"]
+        except (ValueError, KeyError, TypeError):
+            raise UserError(
+                f'{self.recipe_path} is corrupt: expected {{"overrides": [...]}}; restore it or start another run'
+            ) from None
+        return [str(o) for o in overrides]
+
+    def save_recipe(self, overrides: list[str]) -> None:
+        tmp = self.recipe_path.with_suffix(".json.partial")
+        tmp.write_text(json.dumps({"overrides": list(overrides)}, indent=1) + "\n")
+        tmp.replace(self.recipe_path)
 
     @property
     def metrics_path(self) -> Path:
@@ -147,12 +169,17 @@ class RunDir:
         tmp.replace(self.metrics_path)
         return rows
 
-    def plot_reward_curve(self, rows: list[dict], title: str = "") -> Path | None:
+    def plot_reward_curve(
+        self, rows: list[dict], title: str = "", labels: dict[str, str] | None = None
+    ) -> Path | None:
+        """Reward per step, its moving average, and one line per validation data source, each labelled
+        with what it measures (`labels`: data source -> words, from the task recipe's rlvr.val_labels)."""
         train = [(r[STEP_KEY], r[REWARD_KEY]) for r in rows if _finite(r.get(REWARD_KEY))]
-        # verl names the held-out score val-core/<data_source>/<acc|reward>/mean@<n>.
-        val_key = next((k for r in rows for k in r if k.startswith("val-core/")), None)
-        val = [(r[STEP_KEY], r[val_key]) for r in rows if val_key and _finite(r.get(val_key))]
-        if not train and not val:
+        # verl names the validation score val-core/<data_source>/<acc|reward>/mean@<n>.
+        val_keys = sorted({k for r in rows for k in r if k.startswith("val-core/")})
+        vals = {key: [(r[STEP_KEY], r[key]) for r in rows if _finite(r.get(key))] for key in val_keys}
+        vals = {k: v for k, v in vals.items() if v}
+        if not train and not vals:
             return None
         import matplotlib
 
@@ -169,9 +196,12 @@ class RunDir:
                 for i in range(len(ys))
             ]
             ax.plot(xs, smooth, color="#1f5fa8", linewidth=2, label=f"moving average ({window} steps)")
-        if val:
-            xs, ys = zip(*val, strict=True)
-            ax.plot(xs, ys, "o--", color="#c0392b", label=f"held-out ({val_key})")
+        colors = ["#c0392b", "#e67e22", "#27ae60", "#8e44ad"]
+        for i, (key, points) in enumerate(vals.items()):
+            xs, ys = zip(*points, strict=True)
+            source = key.split("/")[1] if key.count("/") >= 2 else key
+            label = (labels or {}).get(source) or key
+            ax.plot(xs, ys, "o--", color=colors[i % len(colors)], label=f"validation: {label}")
         ax.set_xlabel("training step")
         ax.set_ylabel("reward")
         ax.set_ylim(-0.02, 1.02)

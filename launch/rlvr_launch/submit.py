@@ -328,7 +328,7 @@ def run(args) -> int:
     cfg = compose(list(args.overrides))  # validated here, before anything reaches the cluster
     client = jobs.connect(args.address, args.auth_token_file)
     check_placement(cfg, args.address, args.auth_token_file)  # before models load, not after
-    experiment = experiment_of(args.overrides)
+    experiment = str(cfg.trainer.experiment_name)  # the composed name, also when no experiment= was given
     job_id = args.job_id or new_job_id(experiment)
 
     with tempfile.TemporaryDirectory(prefix="rlvr-jobspec-") as tmp:
@@ -376,4 +376,4 @@ def run(args) -> int:
     if not args.follow:
         print(f"follow it: rlvr logs {job_id} --follow --address {args.address}")
         return 0
-    return jobs.follow_to_end(client, job_id, show_tail=False)
+    return jobs.follow_to_end(client, job_id, show_tail=False, rlvr_lines_only=True)

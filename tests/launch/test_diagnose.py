@@ -201,3 +201,47 @@ def test_real_run_knocked_off_its_warm_start_gets_its_true_findings():
     zero = findings["zero_variance_groups"].numbers
     assert zero["zero_variance_share_late"] > 0.8 and zero["all_min_share_late"] > zero["all_max_share_late"]
     assert findings["entropy_collapse"].numbers["ratio"] < 0.25
+
+
+# ---- issue 10, item 6: a finding needs the stall it explains; its patch runs on that experiment ---------
+
+
+def test_falling_entropy_with_a_rising_reward_is_learning_not_a_collapse():
+    """The default demo's pattern (2-3-token answers): entropy falls to ~10% while the reward rises."""
+    rows = d.merged_rows(RUNS / "entropy_collapse")
+    for i, row in enumerate(rows):
+        row[d.SCORE] = 0.3 + 0.3 * i / len(rows)  # the same entropy curve, now with the reward doubling
+    assert "entropy_collapse" not in {f.name for f in d.diagnose(rows)}
+
+
+def test_the_collapse_finding_shows_the_stalled_reward_behind_it():
+    (finding,) = d.diagnose(d.merged_rows(RUNS / "entropy_collapse"))
+    assert finding.name == "entropy_collapse"
+    assert finding.numbers["reward_late"] - finding.numbers["reward_early"] <= d.Thresholds().reward_rise
+    assert finding.overrides == ["actor_rollout_ref.actor.clip_ratio_high=0.28"]
+
+
+def test_groups_that_all_scored_zero_are_all_wrong_never_all_right():
+    lines = [{"uid": f"p{g}_{k}_0", "score": 0.0, "output": "7"} for g in range(3) for k in range(4)]
+    out = d.step_metrics_from_rollouts(lines)
+    assert out[d.ZERO_VAR] == 1.0
+    assert out[d.ALL_WRONG] == 1.0 and out[d.ALL_RIGHT] == 0.0
+    full = [{"uid": f"p{g}_{k}_0", "score": 1.0, "output": "7"} for g in range(2) for k in range(4)]
+    assert d.step_metrics_from_rollouts(full)[d.ALL_RIGHT] == 1.0
+    assert d.step_metrics_from_rollouts(full)[d.ALL_WRONG] == 0.0
+
+
+def test_the_recommended_dapo_patch_composes_and_validates_on_the_cpu_demo(tmp_path):
+    """On the CPU demo (4-token responses) the printed algo=dapo command composes and validates for this
+    run: the overlong buffer is sized from the response length (recipe_checks), never 4096 >= 4."""
+    from rlvr_launch import compose
+    from rlvr_launch.rundir import RunDir
+
+    RunDir(tmp_path).save_recipe(["trainer.total_training_steps=30"])
+    command = d.runnable_patch(tmp_path, ["algo=dapo"])
+    assert command.startswith("rlvr train trainer.total_training_steps=30 algo=dapo ")
+    overrides = command.split("rlvr train ", 1)[1].split(" --run-dir", 1)[0].split()
+    cfg = compose.compose(overrides)
+    assert cfg.trainer.use_v1 is True and cfg.algorithm.filter_groups.enable is True
+    buffer = cfg.reward.reward_kwargs.overlong_buffer_cfg
+    assert 0 < int(buffer.len) < int(cfg.data.max_response_length)

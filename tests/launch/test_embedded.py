@@ -113,3 +113,14 @@ def test_the_build_is_deterministic(tmp_path, tiny_model_dir):
     for name in ("tokenizer.json", "model.safetensors"):
         digest = [hashlib.sha256((d / name).read_bytes()).hexdigest() for d in (rebuilt, tiny_model_dir)]
         assert digest[0] == digest[1], f"{name} differs between two builds of the same spec"
+
+
+def test_validation_also_scores_the_training_sums_under_their_own_data_source(rlvr_cache):
+    """Issue 10, item 10: with 100 sums in the task the 20 held-out ones move in steps of 0.05; the 80
+    training sums, scored greedily as `addition_trained`, give validation a second, finer line."""
+    trained = pd.read_parquet(embedded.ensure_addition_trained_data(rlvr_cache / "data") / "test.parquet")
+    train = pd.read_parquet(embedded.ensure_addition_data(rlvr_cache / "data") / "train.parquet")
+    assert len(trained) == 80 and set(trained["data_source"]) == {"addition_trained"}
+    prompts = lambda df: [m[0]["content"] for m in df["prompt"]]  # noqa: E731
+    assert prompts(trained) == prompts(train)
+    assert list(trained["reward_model"]) == list(train["reward_model"])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from verl.trainer.ppo.core_algos import (
     agg_loss,
@@ -144,10 +144,17 @@ def test_loss_and_gradient_ignore_padding(loss_mode, loss_agg_mode, data):
 
 @settings(max_examples=30, deadline=None)
 @given(batch=batches(), extra_width=st.integers(1, 5))
+# Every token clipped (ratio exp(0.4) > 1 + 0.28 with a positive advantage): zero gradient, which made
+# `not allclose(0 * r, 0)` fail on 1 in 6 fresh seeds before the first token was kept in the clip band.
+@example(batch=([1], [1.0], [-1.0], [-0.4]), extra_width=1)
 def test_verl_default_sum_norm_scales_with_padded_width(batch, extra_width):
     """verl 0.9.1 finding: seq-mean-token-sum-norm with loss_scale_factor=None normalises by the padded
     width W, so the same tokens padded to W' give loss(W') = loss(W) * W / W' (not invariant). This is
     why recipes/algo/dr_grpo.yaml pins loss_scale_factor to a constant."""
+    # The scaling is visible only in a non-zero gradient: the first token's old log-prob equals its new
+    # one (ratio 1, inside any clip band), so with its non-zero advantage it always carries a gradient.
+    lengths, advantages, logp, drift = batch
+    batch = (lengths, advantages, logp, [0.0, *drift[1:]])
     width = max(batch[0])
     loss_tight, grad_tight = _loss_and_grad(batch, (0, False, 0), "vanilla", "seq-mean-token-sum-norm", None)
     loss_wide, grad_wide = _loss_and_grad(

@@ -219,6 +219,8 @@ def test_rlvr_score_command_starts_and_removes_its_own_ray(tmp_path):
             str(src),
             "--output",
             str(dst),
+            "--path",
+            "ray",
         ],
         check=False,
         capture_output=True,
@@ -230,4 +232,74 @@ def test_rlvr_score_command_starts_and_removes_its_own_ray(tmp_path):
     out = [json.loads(x) for x in dst.read_text().splitlines()]
     assert [o["status"] for o in out] == ["ok", "invalid_input", "wrong"]
     assert "rlvr score: math: 3 lines" in proc.stderr
+    assert (
+        "path ray: verifier pool of" in proc.stderr
+        and "a private Ray started for this command" in proc.stderr
+    )
     assert set(Path("/tmp").glob("rlvr-score-*")) <= before  # its temp dir is gone
+
+
+# ---------------------------------------------------------------------------------------------------
+# Without Ray (issue 10, item 5): small inputs are scored in this process and local worker processes
+
+
+def _score_in_fresh_process(tmp_path: Path, verifier: str, lines: list[str], *extra: str):
+    """`rlvr score` in a fresh interpreter; returns (outputs, stderr, whether Ray was ever imported)."""
+    src, dst = tmp_path / f"{verifier}.in.jsonl", tmp_path / f"{verifier}.out.jsonl"
+    src.write_text("".join(line + "\n" for line in lines))
+    code = (
+        "import sys\nfrom rlvr_launch import cli\n"
+        f"rc = cli.main({['score', '--verifier', verifier, '--input', str(src), '--output', str(dst), *extra]!r})\n"
+        "print('RAY_IMPORTED' if 'ray' in sys.modules else 'NO_RAY', rc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = [json.loads(x) for x in dst.read_text().splitlines()]
+    assert len(out) == len(lines)
+    return out, proc.stderr, proc.stdout.split()
+
+
+MATH_LINES = [
+    json.dumps({"response": r"The answer is \boxed{\frac{1}{2}}", "ground_truth": "0.5"}),
+    json.dumps({"response": r"\boxed{3}", "ground_truth": "4"}),
+    "this line is not json",
+    json.dumps({"response": "I cannot say", "ground_truth": "4"}),
+    json.dumps({"response": r"so \boxed{\sin^2 x+\cos^2 x}", "ground_truth": "1"}),  # only sympy decides this
+]
+
+
+def test_small_math_input_is_scored_without_ray_and_says_so(tmp_path):
+    out, err, (ray_flag, rc) = _score_in_fresh_process(tmp_path, "math", MATH_LINES)
+    assert rc == "0"
+    assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input", "parse_error", "ok"]
+    assert ray_flag == "NO_RAY", "a small input must not even import Ray"
+    assert "path local, no Ray (5 lines <= --local-max-lines" in err
+    # 1/2 vs 0.5, 3 vs 4 and the missing answer in-process; the trigonometric identity in a sympy worker
+    assert "3 decided by the exact path in-process" in err
+
+
+def test_small_code_input_runs_in_local_sandbox_workers_without_ray(tmp_path):
+    tests = {"inputs": ["2 3\n", "10 -4\n"], "outputs": ["5\n", "6\n"]}
+    lines = [
+        json.dumps(
+            {"response": "```python\na, b = map(int, input().split())\nprint(a + b)\n```", "tests": tests}
+        ),
+        json.dumps(
+            {"response": "```python\na, b = map(int, input().split())\nprint(a - b)\n```", "tests": tests}
+        ),
+        json.dumps({"response": "```python\nprint(1)\n```"}),
+    ]
+    out, err, (ray_flag, _) = _score_in_fresh_process(tmp_path, "code", lines)
+    assert [o["status"] for o in out] == ["ok", "wrong", "invalid_input"]
+    assert ray_flag == "NO_RAY" and "path local, no Ray" in err
+
+
+def test_large_inputs_and_cluster_addresses_take_the_ray_path():
+    from rlvr_launch.score import choose_path
+
+    assert choose_path("auto", 10, 100, None)[0] == "local"
+    assert choose_path("auto", 101, 100, None) == ("ray", "101 lines > --local-max-lines 100")
+    assert choose_path("auto", 10, 100, "ray://head:10001")[0] == "ray"
+    assert choose_path("local", 10**6, 100, None)[0] == "local"
+    assert choose_path("ray", 1, 100, None)[0] == "ray"
