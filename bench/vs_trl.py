@@ -1,4 +1,4 @@
-"""The CPU demo vs TRL's GRPOTrainer on the same task, side by side in one run.
+"""The CPU demo vs TRL's GRPOTrainer (1.12.0, the `bench` extra) on the same task, side by side in one run.
 
     pip install -e ".[train,bench]"          # the `bench` extra brings TRL; nothing else needs it
     python bench/vs_trl.py [--seeds 3] [--steps 60] [--out DIR] [rlvr overrides ...]
