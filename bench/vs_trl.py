@@ -393,7 +393,9 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--out", type=Path, default=None, help="where results and the plot go")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where results and the plot go (an existing one is resumed)"
+    )
     parser.add_argument(
         "--trl-threads",
         type=int,
@@ -419,9 +421,15 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     demo_assets()  # build once, before either side is timed
     results: dict[str, list[dict]] = {"rlvr": [], "trl": []}
+    saved = out / "vs_trl.json"
+    if saved.exists():  # an interrupted run in the same --out: keep its finished runs
+        results = json.loads(saved.read_text())
+        print(f"resuming: {len(results['rlvr'])} rlvr and {len(results['trl'])} TRL runs already in {saved}")
     for seed in range(args.seeds):
         order = ("rlvr", "trl") if seed % 2 == 0 else ("trl", "rlvr")
         for tool in order:
+            if len(results[tool]) > seed:
+                continue
             if tool == "rlvr":
                 result = run_rlvr(seed, args.steps, out, args.overrides)
             else:
