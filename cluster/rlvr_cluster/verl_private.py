@@ -14,6 +14,10 @@ which only adds a key).
 3. verl's FSDP2 engine hard-codes CPUOffloadPolicy(pin_memory=True) for forward-only models (the
    reference policy); pinning needs an accelerator. On a machine without one, the policy class that
    verl imports is replaced by a subclass that never pins.
+4. The `hf` rollout server replies with `rlvr_cluster.hf_server.GeneratedTokens`, not verl's pydantic
+   `TokenOutput`, so that its process never imports verl. This relies on verl's LLM client and agent
+   loops reading the reply by attribute only (no isinstance check, no model_dump) and on the two field
+   lists being equal: `TOKEN_OUTPUT_READERS` are the functions checked.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ import logging
 logger = logging.getLogger(__name__)
 
 HF_ROLLOUT_KEY = ("hf", "async")
+# Where verl reads a rollout server's reply (detail 4): module -> qualified names of the readers.
+TOKEN_OUTPUT_READERS = {
+    "verl.workers.rollout.llm_server": ("LLMServerClient.generate",),
+    "verl.experimental.agent_loop.single_turn_agent_loop": ("SingleTurnAgentLoop.run",),
+}
 HF_ROLLOUT_ADAPTER = "rlvr_cluster.hf_rollout.HFRolloutAdapter"
 
 

@@ -315,6 +315,9 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
         "_temp_dir": temp_dir,
         "resources": {str(local.verifier_resource): float(local.verifier_slots)},
         **quiet,
+        # No idle workers prestarted per logical CPU: verl's actors carry a runtime_env and never reuse
+        # them (~100 MiB each, idle for the whole run).
+        "_system_config": {"prestart_worker_first_driver": False},
     }
     if int(local.num_cpus):
         kwargs["num_cpus"] = int(local.num_cpus)

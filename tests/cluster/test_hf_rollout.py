@@ -94,3 +94,39 @@ def test_pushed_weights_change_what_the_server_generates(tiny_model_dir, tokeniz
 def test_weights_the_model_does_not_have_are_rejected(server):
     with pytest.raises(KeyError, match="does not have"):
         server.load_weights([("model.no_such_layer.weight", torch.zeros(2))])
+
+
+def test_the_server_process_never_imports_verl(tiny_model_dir):
+    """The server is a Ray actor of its own: importing verl there would cost ~160 MiB of memory."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rlvr_cluster.hf_server import HFServer, ServerSettings;"
+        f"s = HFServer(ServerSettings(model_path={str(tiny_model_dir)!r}, prompt_length=16, response_length=4));"
+        "print(sorted(m for m in sys.modules if m == 'verl' or m.startswith('verl.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_requests_arriving_over_a_burst_are_decoded_in_a_few_batched_calls(tiny_model_dir, tokenizer):
+    """verl's agent loop sends one request per sample, a few milliseconds apart: they must share decodes."""
+    config = SimpleNamespace(prompt_length=32, response_length=4, seed=0)
+    server = HFServer(config, SimpleNamespace(path=str(tiny_model_dir)), replica_rank=0, node_rank=0)
+    prompt = _prompt(tokenizer, "2+2=")
+
+    async def go():
+        async def one(i):
+            await asyncio.sleep(0.002 * i)  # 48 requests over ~96 ms, as the agent loop streams them
+            return await server.generate(prompt, {"temperature": 1.0, "logprobs": True}, f"r{i}")
+
+        return await asyncio.gather(*[one(i) for i in range(48)])
+
+    outputs = asyncio.run(go())
+    assert len(outputs) == 48 and all(1 <= len(o.token_ids) <= 4 for o in outputs)
+    stats = server.batching()
+    assert stats["decoded_requests"] == 48
+    # One decode per request would be 48 calls; requests that arrive while a batch decodes join the next.
+    assert stats["decode_calls"] <= 12, stats

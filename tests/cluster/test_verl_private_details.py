@@ -75,3 +75,20 @@ def test_verl_still_registers_fsdp_engines_for_cuda_only_and_reads_the_override(
 
     assert 'device=["cuda", "npu"]' in inspect.getsource(transformer_impl)
     assert 'os.getenv("VERL_ENGINE_DEVICE")' in inspect.getsource(base)
+
+
+def test_the_hf_servers_reply_has_exactly_the_fields_of_verls_token_output_read_by_attribute_only():
+    import dataclasses
+    import importlib
+
+    from verl.workers.rollout.replica import TokenOutput
+
+    from rlvr_cluster.hf_server import GeneratedTokens
+
+    assert [f.name for f in dataclasses.fields(GeneratedTokens)] == list(TokenOutput.model_fields)
+    for module_name, readers in verl_private.TOKEN_OUTPUT_READERS.items():
+        module = importlib.import_module(module_name)
+        for qualname in readers:
+            owner, name = qualname.split(".")
+            source = inspect.getsource(getattr(getattr(module, owner), name))
+            assert "isinstance(output" not in source and "model_dump" not in source, (module_name, qualname)

@@ -58,9 +58,15 @@ def test_unknown_key_names_the_closest_valid_keys():
 
 
 def test_a_value_verl_rejects_is_reported_with_verls_reason():
-    # 32 prompts x 8 responses cannot be split into mini-batches of 500 prompts.
+    # 32 prompts x 8 responses cannot be split into mini-batches of 500 prompts. (verl checks this only
+    # with fixed micro-batch sizes; the demo sizes its micro-batches by tokens.)
     with pytest.raises(UserError, match="does not validate"):
-        compose.compose(["actor_rollout_ref.actor.ppo_mini_batch_size=500"])
+        compose.compose(
+            [
+                "actor_rollout_ref.actor.ppo_mini_batch_size=500",
+                "actor_rollout_ref.actor.use_dynamic_bsz=false",
+            ]
+        )
 
 
 def test_cli_errors_are_one_line_without_a_traceback():
@@ -92,10 +98,13 @@ def test_ls_lists_every_group_with_purposes():
 
 
 def test_micro_batches_that_do_not_divide_the_batch_are_caught_before_training():
-    """verl would assert this inside a Ray worker after start-up; rlvr names the key at once."""
+    """verl would assert this inside a Ray worker after start-up; rlvr names the key at once.
+
+    With fixed micro-batch sizes, that is: the demo sizes them by tokens, where nothing must divide."""
     with pytest.raises(UserError) as err:
         compose.compose(
             [
+                "actor_rollout_ref.actor.use_dynamic_bsz=false",
                 "data.train_batch_size=6",
                 "actor_rollout_ref.rollout.n=4",
                 "actor_rollout_ref.actor.ppo_mini_batch_size=6",

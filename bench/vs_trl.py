@@ -1,0 +1,450 @@
+"""The CPU demo vs TRL's GRPOTrainer (1.12.0, the `bench` extra) on the same task, side by side in one run.
+
+    pip install -e ".[train,bench]"          # the `bench` extra brings TRL; nothing else needs it
+    python bench/vs_trl.py [--seeds 3] [--steps 60] [--out DIR] [rlvr overrides ...]
+
+Both sides train the demo's warm-started tiny model (the same cached folder, the same tokenizer and
+ChatML template) on the same 80 addition prompts, scored by rlvr's own `math` verifier, with the demo's
+hyperparameters mapped one to one onto `GRPOConfig`:
+
+    rlvr (verl)                                       TRL GRPOConfig
+    32 prompts x rollout.n 8 per step                 generation_batch_size 256, num_generations 8
+    ppo_mini_batch_size 16 (2 updates per step)       per_device_train_batch_size 128, steps_per_generation 2
+    lr 5e-4 constant, weight decay 0.01, clip 1.0     learning_rate, lr_scheduler_type constant, ...
+    kl_loss_coef 0.001, low_var_kl (k3)               beta 0.001 (TRL's k3 estimator)
+    loss_agg_mode seq-mean-token-mean                 loss_type "grpo"
+    clip_ratio 0.2, clip_ratio_c 3.0 (dual clip)      epsilon 0.2, delta 3.0
+    norm_adv_by_std_in_grpo                           scale_rewards "group"
+    temperature 1.0, 4 new tokens, fp32, eager        temperature 1.0, max_completion_length 4, fp32, eager
+
+One verl step (256 completions, 2 optimizer updates) is compared with TRL's two optimizer steps over
+one generation batch. Each seed runs both, alternating which goes first. Printed: mean reward of the
+first and last 10 steps, held-out greedy accuracy (the 20 sums never trained, scored by the same
+verifier) after the last step, median seconds per step after the first, verl's per-phase
+`timing_s/*`, and the peak resident memory of each side's whole process tree (RSS summed over
+processes, and PSS, which counts a page shared by several processes once). The machine's load
+average is printed with the figures: compare the ratio, not the absolute times, on a shared machine.
+A plot of the reward per step goes to DIR/vs_trl.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "step")
+
+
+# --- process-tree memory --------------------------------------------------------------------------
+
+
+class TreeMemory(threading.Thread):
+    """Samples the summed RSS (twice a second) and PSS (every 2 s) of a process and its descendants."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.peak_procs = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        tick = 0
+        while not self.done.wait(0.5):
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            rss = pss = 0
+            for proc in procs:
+                try:
+                    rss += proc.memory_info().rss
+                    if tick % 4 == 0:
+                        pss += proc.memory_full_info().pss
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
+            if rss > self.peak_rss:
+                self.peak_rss, self.peak_procs = rss, len(procs)
+            self.peak_pss = max(self.peak_pss, pss)
+            tick += 1
+
+
+def run_measured(cmd: list[str], log: Path, env: dict | None = None) -> tuple[int, float, TreeMemory]:
+    started = time.time()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        memory = TreeMemory(proc.pid)
+        memory.start()
+        proc.wait()
+        memory.done.set()
+        memory.join(timeout=5)
+    return proc.returncode, time.time() - started, memory
+
+
+# --- the task both sides train on ------------------------------------------------------------------
+
+
+def demo_assets() -> tuple[Path, Path]:
+    """The demo's cached tiny model and addition data (built here when missing, as `rlvr train` does)."""
+    from rlvr_launch import compose, embedded
+
+    cfg = compose.compose([])
+    model = embedded.ensure_tiny_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))
+    data = embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
+    return model, data
+
+
+def load_split(data_dir: Path, split: str) -> list[dict]:
+    import pandas as pd
+
+    rows = pd.read_parquet(data_dir / f"{split}.parquet").to_dict("records")
+    return [
+        {"prompt": list(r["prompt"]), "ground_truth": str(r["reward_model"]["ground_truth"])} for r in rows
+    ]
+
+
+def math_scores(texts: list[str], truths: list[str]) -> list[float]:
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Item
+
+    verifier = registry.get("math")
+    return [
+        float(verifier.verify(Item(response=t, ground_truth=g)).score)
+        for t, g in zip(texts, truths, strict=True)
+    ]
+
+
+def held_out_greedy(model, tokenizer, rows: list[dict], max_new_tokens: int = 4) -> float:
+    """Greedy accuracy on held-out prompts, scored by the math verifier (as verl's validation does)."""
+    import torch
+
+    texts = []
+    with torch.no_grad():
+        for row in rows:
+            prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+            ids = torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)])
+            start = ids.shape[1]
+            for _ in range(max_new_tokens):
+                nxt = int(model(input_ids=ids).logits[0, -1].argmax())
+                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+                if nxt == tokenizer.eos_token_id:
+                    break
+            texts.append(tokenizer.decode(ids[0, start:], skip_special_tokens=True))
+    scores = math_scores(texts, [r["ground_truth"] for r in rows])
+    return sum(scores) / len(scores)
+
+
+# --- TRL side (runs in its own process: `--trl-worker`) --------------------------------------------
+
+
+def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    model_dir, data_dir = demo_assets()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    train = load_split(data_dir, "train")
+    held_out = load_split(data_dir, "test")
+    rewards_per_step: list[float] = []
+
+    def math_reward(prompts, completions, ground_truth, **_kwargs):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        scores = math_scores(texts, list(ground_truth))
+        rewards_per_step.append(sum(scores) / len(scores))
+        return scores
+
+    marks: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if not marks:
+                marks.append(time.perf_counter())
+
+        def on_step_end(self, args, state, control, **kwargs):
+            marks.append(time.perf_counter())
+
+    config = GRPOConfig(
+        output_dir=str(out.parent / f"trl-{seed}"),
+        seed=seed,
+        data_seed=seed,
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        num_generations=8,
+        per_device_train_batch_size=128,
+        gradient_accumulation_steps=1,
+        steps_per_generation=2,
+        num_iterations=1,
+        max_completion_length=4,
+        temperature=1.0,
+        top_p=1.0,
+        learning_rate=5e-4,
+        lr_scheduler_type="constant",
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        beta=0.001,
+        loss_type="grpo",
+        epsilon=0.2,
+        delta=3.0,
+        scale_rewards="group",
+        max_steps=2 * steps,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_dropout=True,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=math_reward,
+        args=config,
+        train_dataset=Dataset.from_list(train),
+        processing_class=tokenizer,
+        callbacks=[Clock()],
+    )
+    trainer.train()
+    # One verl step = one generation batch = two TRL optimizer steps.
+    step_times = [marks[i + 2] - marks[i] for i in range(0, len(marks) - 2, 2)]
+    trainer.model.eval()
+    result = {
+        "rewards": rewards_per_step,
+        "step_times": step_times,
+        "held_out": held_out_greedy(trainer.model, tokenizer, held_out),
+        "threads": torch.get_num_threads(),
+    }
+    out.write_text(json.dumps(result))
+
+
+def run_trl(seed: int, steps: int, work: Path, threads: int) -> dict:
+    out = work / f"trl-{seed}.json"
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--trl-worker",
+        "--seed",
+        str(seed),
+        "--steps",
+        str(steps),
+    ]
+    cmd += ["--out", str(out), "--trl-threads", str(threads)]
+    code, wall, memory = run_measured(cmd, work / f"trl-{seed}.log")
+    if code != 0:
+        raise SystemExit(f"TRL seed {seed} failed; see {work / f'trl-{seed}.log'}")
+    result = json.loads(out.read_text())
+    return {
+        **result,
+        "wall": wall,
+        "rss": memory.peak_rss,
+        "pss": memory.peak_pss,
+        "procs": memory.peak_procs,
+    }
+
+
+# --- rlvr side ---------------------------------------------------------------------------------------
+
+
+def run_rlvr(seed: int, steps: int, work: Path, overrides: list[str]) -> dict:
+    run_dir = work / f"rlvr-{seed}"
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "train", f"data.seed={seed}"]
+    cmd += [f"actor_rollout_ref.rollout.seed={seed}", f"trainer.total_training_steps={steps}"]
+    if steps % 20:
+        cmd.append(f"trainer.test_freq={steps}")  # the held-out figure after the last step
+    cmd += [*overrides, "--run-dir", str(run_dir)]
+    code, wall, memory = run_measured(cmd, work / f"rlvr-{seed}.log")
+    if code != 0:
+        raise SystemExit(f"rlvr train seed {seed} failed; see {work / f'rlvr-{seed}.log'}")
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rewards = [r["critic/score/mean"] for r in rows if "critic/score/mean" in r]
+    held = [
+        v
+        for r in rows
+        for k, v in r.items()
+        if k.startswith("val-core/") and r.get("training/global_step") == steps
+    ]
+    phases = {p: [r[f"timing_s/{p}"] for r in rows[1:] if f"timing_s/{p}" in r] for p in PHASES}
+    return {
+        "rewards": rewards,
+        "step_times": phases["step"],
+        "phases": {p: statistics.median(v) for p, v in phases.items() if v},
+        "held_out": held[0] if held else float("nan"),
+        "wall": wall,
+        "rss": memory.peak_rss,
+        "pss": memory.peak_pss,
+        "procs": memory.peak_procs,
+    }
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+
+def first_last(rewards: list[float], k: int = 10) -> tuple[float, float]:
+    k = max(1, min(k, len(rewards) // 2))
+    return sum(rewards[:k]) / k, sum(rewards[-k:]) / k
+
+
+def report(results: dict[str, list[dict]], out: Path) -> None:
+    def med(values):
+        return statistics.median(values) if values else float("nan")
+
+    rows = []
+    for tool in ("rlvr", "trl"):
+        runs = results[tool]
+        fl = [first_last(r["rewards"]) for r in runs]
+        rows.append(
+            {
+                "tool": tool,
+                "first": statistics.mean(f for f, _ in fl),
+                "last": statistics.mean(la for _, la in fl),
+                "last_sd": statistics.stdev([la for _, la in fl]) if len(fl) > 1 else 0.0,
+                "held": statistics.mean(r["held_out"] for r in runs),
+                "held_range": (min(r["held_out"] for r in runs), max(r["held_out"] for r in runs)),
+                "s_step": med([t for r in runs for t in r["step_times"][1:]]),
+                "rss": max(r["rss"] for r in runs) / 2**30,
+                "pss": max(r["pss"] for r in runs) / 2**30,
+                "procs": max(r["procs"] for r in runs),
+                "wall": med([r["wall"] for r in runs]),
+                "per_seed": [f"{f:.3f}->{la:.3f}" for f, la in fl],
+            }
+        )
+    r, t = rows
+    print()
+    print(
+        f"load average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}; seeds: {len(results['rlvr'])}"
+    )
+    print(f"{'':<36}{'rlvr (verl 0.9.1)':>20}{'TRL GRPOTrainer':>20}{'ratio':>8}")
+    print(
+        f"{'reward first 10 -> last 10 (mean)':<36}{r['first']:>9.3f} -> {r['last']:.3f}{t['first']:>9.3f} -> {t['last']:.3f}"
+    )
+    print(f"{'  last 10, sd over seeds':<36}{r['last_sd']:>20.3f}{t['last_sd']:>20.3f}")
+    print(f"{'  per seed':<36}{' '.join(r['per_seed']):>20}  {' '.join(t['per_seed'])}")
+    print(
+        f"{'held-out greedy after the last step':<36}{r['held']:>14.3f} ({r['held_range'][0]:.2f}-{r['held_range'][1]:.2f})"
+        f"{t['held']:>10.3f} ({t['held_range'][0]:.2f}-{t['held_range'][1]:.2f})"
+    )
+    print(
+        f"{'median s/step (after the first)':<36}{r['s_step']:>20.3f}{t['s_step']:>20.3f}{r['s_step'] / t['s_step']:>8.2f}"
+    )
+    print(
+        f"{'peak RSS of the process tree, GiB':<36}{r['rss']:>20.2f}{t['rss']:>20.2f}{r['rss'] / t['rss']:>8.2f}"
+    )
+    print(
+        f"{'peak PSS of the process tree, GiB':<36}{r['pss']:>20.2f}{t['pss']:>20.2f}{r['pss'] / t['pss']:>8.2f}"
+    )
+    print(f"{'processes at the RSS peak':<36}{r['procs']:>20d}{t['procs']:>20d}")
+    print(f"{'median wall per run, s':<36}{r['wall']:>20.0f}{t['wall']:>20.0f}")
+    print(f"TRL torch threads: {results['trl'][0]['threads']}; rlvr: 1 per process (OMP_NUM_THREADS=1)")
+    phases = {p: med([run["phases"].get(p) for run in results["rlvr"] if p in run["phases"]]) for p in PHASES}
+    print(
+        "rlvr per-phase median s (verl timing_s/*): " + ", ".join(f"{p} {v:.3f}" for p, v in phases.items())
+    )
+    (out / "vs_trl.json").write_text(json.dumps(results, indent=1))
+    plot(results, out / "vs_trl.png")
+    print(f"results: {out / 'vs_trl.json'}; plot: {out / 'vs_trl.png'}")
+
+
+def plot(results: dict[str, list[dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for tool, color in (("rlvr", "tab:blue"), ("trl", "tab:orange")):
+        runs = results[tool]
+        for run in runs:
+            ax.plot(range(1, len(run["rewards"]) + 1), run["rewards"], color=color, alpha=0.25, lw=0.8)
+        n = min(len(run["rewards"]) for run in runs)
+        mean = [statistics.mean(run["rewards"][i] for run in runs) for i in range(n)]
+        label = {"rlvr": "rlvr (verl GRPO)", "trl": "TRL GRPOTrainer"}[tool]
+        ax.plot(range(1, n + 1), mean, color=color, lw=2, label=f"{label}, mean of {len(runs)} seeds")
+    ax.set_xlabel("step (256 completions)")
+    ax.set_ylabel("mean reward of the step's samples")
+    ax.set_title("CPU demo: rlvr vs TRL, same model, data, verifier, hyperparameters")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where results and the plot go (an existing one is resumed)"
+    )
+    parser.add_argument(
+        "--trl-threads",
+        type=int,
+        default=0,
+        help="torch threads of the TRL process (0: torch's default, all cores); rlvr runs 1 per process",
+    )
+    parser.add_argument("--report", type=Path, default=None, help="print the report of a saved vs_trl.json")
+    parser.add_argument("--trl-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="extra `rlvr train` overrides for the rlvr side")
+    args = parser.parse_args()
+    if args.trl_worker:
+        trl_worker(args.seed, args.steps, args.out, args.trl_threads)
+        return
+    if args.report:
+        report(json.loads(args.report.read_text()), args.report.parent)
+        return
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        raise SystemExit('TRL is not installed: pip install -e ".[bench]"') from None
+    out = args.out or Path(tempfile.mkdtemp(prefix="rlvr-vs-trl-"))
+    out.mkdir(parents=True, exist_ok=True)
+    demo_assets()  # build once, before either side is timed
+    results: dict[str, list[dict]] = {"rlvr": [], "trl": []}
+    saved = out / "vs_trl.json"
+    if saved.exists():  # an interrupted run in the same --out: keep its finished runs
+        results = json.loads(saved.read_text())
+        print(f"resuming: {len(results['rlvr'])} rlvr and {len(results['trl'])} TRL runs already in {saved}")
+    for seed in range(args.seeds):
+        order = ("rlvr", "trl") if seed % 2 == 0 else ("trl", "rlvr")
+        for tool in order:
+            if len(results[tool]) > seed:
+                continue
+            if tool == "rlvr":
+                result = run_rlvr(seed, args.steps, out, args.overrides)
+            else:
+                result = run_trl(seed, args.steps, out, args.trl_threads)
+            results[tool].append(result)
+            (out / "vs_trl.json").write_text(json.dumps(results, indent=1))  # kept if a later run fails
+            first, last = first_last(result["rewards"])
+            print(
+                f"seed {seed} {tool}: reward {first:.3f} -> {last:.3f}, held-out {result['held_out']:.3f}, "
+                f"{statistics.median(result['step_times'][1:] or result['step_times']):.3f} s/step, "
+                f"peak RSS {result['rss'] / 2**30:.2f} GiB, load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    report(results, out)
+
+
+if __name__ == "__main__":
+    main()
