@@ -112,7 +112,9 @@ def test_thinking_mode_renders_the_plain_prompt_and_non_thinking_mode_prefills_a
 def test_no_think_switch_yields_an_empty_block_and_the_latest_switch_wins(tokenizer):
     no_think = [{"role": "user", "content": "3+4= /no_think"}]
     assert _render(tokenizer, no_think).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
-    assert _render(tokenizer, [{"role": "user", "content": "3+4= /think"}]).endswith("<|im_start|>assistant\n")
+    assert _render(tokenizer, [{"role": "user", "content": "3+4= /think"}]).endswith(
+        "<|im_start|>assistant\n"
+    )
     turns = [
         {"role": "user", "content": "1+1= /no_think"},
         {"role": "assistant", "content": "2"},
