@@ -57,13 +57,13 @@ class _ServerClient:
         return await self.server.generate(prompt_ids, sampling_params, request_id)
 
 
-def _run(loop_cls, server, tokenizer, row: dict, custom=None, **loop_kwargs):
+def _run(loop_cls, server, tokenizer, row: dict, custom=None, template_kwargs=None, **loop_kwargs):
     config = OmegaConf.create(
         {
             "actor_rollout_ref": {
                 "rollout": {"prompt_length": PROMPT_LEN, "response_length": RESPONSE_LEN, "custom": custom}
             },
-            "data": {"apply_chat_template_kwargs": {}},
+            "data": {"apply_chat_template_kwargs": template_kwargs or {}},
         }
     )
     client = _ServerClient(server)
@@ -176,27 +176,21 @@ def test_budget_comes_from_the_row_before_the_loop_config_before_rollout_custom(
     assert out.extra_fields["thinking_budget"] == -1
 
 
-def test_a_prompt_whose_block_is_already_closed_gets_no_budget(server, tokenizer):
-    # non-thinking mode: the prompt ends with the empty block, so there is nothing to cap
-    row = _row("3+4=", budget=1)
-    row["raw_prompt"] = [
-        {"role": "user", "content": "3+4="},
-        {"role": "assistant", "content": "<think>\n\n</think>\n\n"},
-    ]
-    config_template = tokenizer.chat_template
-    tokenizer.chat_template = (
-        "{% for message in messages %}{% if message['role'] == 'assistant' %}"
-        "{{ '<|im_start|>assistant\n' + message['content'] }}{% else %}"
-        "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}{% endif %}"
-        "{% endfor %}"
-    )
-    try:
-        out, client = _run(ThinkingBudgetAgentLoop, server, tokenizer, row)
-    finally:
-        tokenizer.chat_template = config_template
-    assert tokenizer.decode(out.prompt_ids).endswith("</think>\n\n")
-    assert len(client.calls) == 1 and "max_tokens" not in client.calls[0]["sampling_params"]
-    assert out.extra_fields["thinking_budget_hit"] == 0
+def test_a_non_thinking_prompt_gets_no_budget(server, tokenizer):
+    # non-thinking mode (the recipe's enable_thinking=False, or the row's /no_think switch): the
+    # template prefills the empty block, so there is nothing to cap
+    for row, template_kwargs in (
+        (_row("3+4=", budget=1), {"enable_thinking": False}),
+        (_row("3+4= /no_think", budget=1), None),
+    ):
+        out, client = _run(ThinkingBudgetAgentLoop, server, tokenizer, row, template_kwargs=template_kwargs)
+        assert tokenizer.decode(out.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        assert len(client.calls) == 1 and "max_tokens" not in client.calls[0]["sampling_params"]
+        assert out.response_mask == [1] * len(out.response_ids)
+        assert out.extra_fields["thinking_budget_hit"] == 0
+    # the same row in thinking mode is capped
+    out, client = _run(ThinkingBudgetAgentLoop, server, tokenizer, _row("3+4=", budget=1), template_kwargs={})
+    assert client.calls[0]["sampling_params"]["max_tokens"] == 1
 
 
 def test_bad_budgets_are_refused_with_their_source():
