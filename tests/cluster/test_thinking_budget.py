@@ -222,3 +222,68 @@ def test_step_metrics_split_accuracy_by_budget_hit():
     assert all(math.isfinite(v) for v in none_hit.values())
     with pytest.raises(ValueError):
         step_metrics([1], [1, 2], [1], [1])
+
+
+THINKING_ANSWER = "<think>\n3 and 4\n</think>\n\n7"
+
+
+@pytest.fixture(scope="module")
+def thinking_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model taught (a few seconds of SFT) to answer `3+4=` with a closed reasoning block."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "3+4="}], add_generation_prompt=True, tokenize=False
+    )
+    prompt_ids = tok.encode(prompt, add_special_tokens=False)
+    answer_ids = tok.encode(THINKING_ANSWER, add_special_tokens=False) + [tok.eos_token_id]
+    ids = torch.tensor([prompt_ids + answer_ids])
+    labels = ids.clone()
+    labels[0, : len(prompt_ids)] = -100
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(400):
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if loss.item() < 1e-3:
+            break
+    model.eval()
+    out = tmp_path_factory.mktemp("thinking-model")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_a_block_closed_within_the_budget_is_the_single_turn_loops_output(thinking_model_dir, tokenizer):
+    config = SimpleNamespace(prompt_length=PROMPT_LEN, response_length=RESPONSE_LEN, seed=0)
+    model_config = SimpleNamespace(path=str(thinking_model_dir), local_path=None, tokenizer=None)
+    thinking_server = HFServer(config, model_config, replica_rank=0, node_rank=0)
+    plain, _ = _run(SingleTurnAgentLoop, thinking_server, tokenizer, _row("3+4="))
+    expected = tokenizer.encode(THINKING_ANSWER, add_special_tokens=False) + [tokenizer.eos_token_id]
+    assert plain.response_ids == expected, "the SFT did not teach the closed block"
+    closes = close_index(tokenizer, expected)
+    # the budget ends after the block closed but before the answer: a second call continues it
+    budget = closes + 1
+    assert budget < len(expected) - 1
+    out, client = _run(ThinkingBudgetAgentLoop, thinking_server, tokenizer, _row("3+4=", budget=budget))
+    assert len(client.calls) == 2
+    assert client.calls[1]["prompt_ids"] == out.prompt_ids + expected[:budget]
+    assert out.response_ids == plain.response_ids
+    assert out.response_mask == [1] * len(expected)
+    assert out.response_logprobs == pytest.approx(plain.response_logprobs, abs=1e-4)
+    assert out.extra_fields["thinking_budget_hit"] == 0
+    assert out.extra_fields["thinking_tokens"] == closes
+    assert out.extra_fields["answer_tokens"] == len(expected) - closes
+    # the same model with a budget that ends inside the block: a hit, the phrase after `budget` tokens
+    short = closes - 3
+    out, _ = _run(ThinkingBudgetAgentLoop, thinking_server, tokenizer, _row("3+4=", budget=short))
+    stop_ids = tokenizer.encode(EARLY_STOP_PHRASE, add_special_tokens=False)
+    assert out.response_ids[:short] == expected[:short]
+    assert out.response_ids[short : short + len(stop_ids)] == stop_ids
+    assert out.response_mask[: short + len(stop_ids)] == [1] * short + [0] * len(stop_ids)
+    assert out.extra_fields["thinking_budget_hit"] == 1 and out.extra_fields["thinking_tokens"] == short
