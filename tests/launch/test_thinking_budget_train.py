@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +50,7 @@ def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_fini
         )
     finally:
         _sweep(root)
+        shutil.rmtree(root, ignore_errors=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["training/global_step"] for r in rows] == [1, 2]
