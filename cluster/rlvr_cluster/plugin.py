@@ -4,6 +4,7 @@ It registers rlvr's extensions through verl's own registries:
 - the `cpu` platform (selected only by VERL_PLATFORM=cpu; never auto-detected),
 - the `hf` rollout replica and its worker adapter,
 - the `clip_higher` policy loss (verl's vanilla loss plus per-side clip fractions),
+- the `thinking_budget` agent loop (Qwen3's thinking budget enforced at rollout),
 - the `rlvr` reward manager (rlvr_verifiers.verl_bridge), when that package is importable.
 
 verl swallows plugin import errors at debug level, so failures are logged here at ERROR level: a
@@ -37,7 +38,10 @@ def _register() -> None:
     RolloutReplicaRegistry.register("hf", _load_hf_replica)
     verl_private.register_hf_rollout_adapter()
 
-    from rlvr_cluster import clip_higher  # noqa: F401  (registers policy loss "clip_higher")
+    from rlvr_cluster import (
+        clip_higher,  # noqa: F401  (registers policy loss "clip_higher")
+        thinking_budget,  # noqa: F401  (registers agent loop "thinking_budget")
+    )
 
     try:
         import rlvr_verifiers.verl_bridge  # noqa: F401  (registers reward manager "rlvr")

@@ -34,17 +34,32 @@ from pathlib import Path
 
 ADDITION = "addition"
 ADDITION_TRAINED = "addition_trained"  # the training sums, validated greedily as their own data source
+# ChatML with Qwen3's two modes. Thinking mode (the default, `enable_thinking=True`, or a user turn's
+# `/think` switch) renders exactly the plain ChatML prompt: the model opens its own `<think>` block.
+# Non-thinking mode (`enable_thinking=False`, or `/no_think` in the latest user turn that carries a
+# switch) prefills an empty block, `<think>\n\n</think>\n\n`, after the generation prompt.
+# `enable_thinking=False` wins over the switches, as in Qwen3. Without either, the rendering is
+# byte-identical to the template before the modes existed (the warm start and the demo see the same
+# prompts).
 CHAT_TEMPLATE = (
+    "{% set ns = namespace(think=true) %}"
     "{% for message in messages %}"
+    "{% if message['role'] == 'user' and '/no_think' in message['content'] %}{% set ns.think = false %}"
+    "{% elif message['role'] == 'user' and '/think' in message['content'] %}{% set ns.think = true %}"
+    "{% endif %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "{% if enable_thinking is defined and not enable_thinking %}{% set ns.think = false %}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if not ns.think %}{{ '<think>\n\n</think>\n\n' }}{% endif %}{% endif %}"
 )
+EMPTY_THINK_BLOCK = "<think>\n\n</think>\n\n"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # transformers/models/qwen2/tokenization_qwen2.py PRETOKENIZE_REGEX (transformers 5.9).
 QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 # Bump when the build code changes in a way the spec fields do not capture.
-_BUILD_VERSION = 2
+# 3: the chat template gained Qwen3's thinking modes (default rendering unchanged, same weights).
+_BUILD_VERSION = 3
 
 
 @dataclass(frozen=True)

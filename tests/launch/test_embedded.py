@@ -124,3 +124,38 @@ def test_validation_also_scores_the_training_sums_under_their_own_data_source(rl
     prompts = lambda df: [m[0]["content"] for m in df["prompt"]]  # noqa: E731
     assert prompts(trained) == prompts(train)
     assert list(trained["reward_model"]) == list(train["reward_model"])
+
+
+USER = [{"role": "user", "content": "3+4="}]
+PLAIN = "<|im_start|>user\n3+4=<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _render(tokenizer, messages, **kwargs):
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
+
+
+def test_thinking_mode_renders_the_plain_prompt_and_non_thinking_mode_prefills_an_empty_block(tokenizer):
+    assert _render(tokenizer, USER) == PLAIN, "the default rendering must not change (warm start, demo)"
+    assert _render(tokenizer, USER, enable_thinking=True) == PLAIN
+    assert _render(tokenizer, USER, enable_thinking=False) == PLAIN + "<think>\n\n</think>\n\n"
+    assert embedded.EMPTY_THINK_BLOCK == "<think>\n\n</think>\n\n"
+
+
+def test_no_think_switch_yields_an_empty_block_and_the_latest_switch_wins(tokenizer):
+    no_think = [{"role": "user", "content": "3+4= /no_think"}]
+    assert _render(tokenizer, no_think).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert _render(tokenizer, [{"role": "user", "content": "3+4= /think"}]).endswith(
+        "<|im_start|>assistant\n"
+    )
+    turns = [
+        {"role": "user", "content": "1+1= /no_think"},
+        {"role": "assistant", "content": "2"},
+        {"role": "user", "content": "3+4= /think"},
+    ]
+    assert _render(tokenizer, turns).endswith("<|im_start|>assistant\n")
+    assert _render(tokenizer, turns[:2] + [{"role": "user", "content": "3+4="}]).endswith("</think>\n\n")
+    # enable_thinking=False wins over a /think switch, as in Qwen3
+    assert _render(tokenizer, turns, enable_thinking=False).endswith("</think>\n\n")
+    # the empty block is ordinary text: it tokenises and round-trips
+    text = _render(tokenizer, no_think)
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text

@@ -1,0 +1,87 @@
+"""A few RL steps with the `thinking_budget` agent loop: verl's real trainer, hf rollout, CPU (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
+
+pytestmark = pytest.mark.slow
+
+
+def _sweep(root: str) -> None:
+    """Kill every process whose command line mentions this test's private Ray temp root."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if root in cmdline and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_finite_metrics(
+    tmp_path, rlvr_cache, tiny_model_dir
+):
+    root = tempfile.mkdtemp(prefix="rlvr-tb-", dir="/tmp")
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "rlvr_launch.cli", "train", "experiment=cpu_thinking_budget",
+        "trainer.total_training_steps=2", "data.train_batch_size=8", "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    try:
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "RLVR_RAY_TMPDIR_ROOT": root}
+        )
+    finally:
+        _sweep(root)
+        shutil.rmtree(root, ignore_errors=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["training/global_step"] for r in rows] == [1, 2]
+    for row in rows:
+        for key in ("critic/score/mean", "actor/pg_loss", "actor/grad_norm", "response_length/mean"):
+            assert math.isfinite(row[key]), (key, row[key])
+        # every response hits the budget of 2 (the tiny model never closes a block): 2 generated tokens
+        # + the 111-token phrase at least, unless a response ended before its budget
+        assert row["response_length/mean"] > 2
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    phrase = EARLY_STOP_PHRASE.rstrip("\n")  # verl's dump strips trailing whitespace
+    dumps = sorted((run_dir / "rollouts").glob("*.jsonl"))
+    assert [p.stem for p in dumps] == ["1", "2"]
+    hits = 0
+    for dump in dumps:
+        lines = [json.loads(line) for line in dump.read_text().splitlines()]
+        assert len(lines) == 8 * 4
+        for line in lines:
+            text, score = line["output"], float(line["score"])
+            assert math.isfinite(score)
+            if phrase in text:
+                # a hit: the budget's 2 generated tokens, then the inserted phrase, then the answer
+                hits += 1
+                # (the exact ids are checked in tests/cluster/test_thinking_budget.py; here the text, whose
+                # 2 tokens may each be half a UTF-8 character that decodes to U+FFFD)
+                prefix = text[: text.index(phrase)]
+                assert 1 <= len(prefix) <= 16, text
+                assert text.count(phrase) == 1, text
+            else:
+                # no hit only when the response ended (end of turn) within its 2-token budget
+                assert len(tokenizer.encode(text, add_special_tokens=False)) <= 1, text
+    assert hits > 0, "no response hit the budget"
