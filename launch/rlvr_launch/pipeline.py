@@ -114,8 +114,17 @@ def _resolve_path(value: str) -> str:
     if value.startswith(compose.EMBEDDED_MODEL_PREFIX):
         from rlvr_launch import embedded
 
+        what = value[len(compose.EMBEDDED_MODEL_PREFIX) :]
         cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
-        return str(embedded.ensure_tiny_model(cache, log=lambda _m: None))
+        if what == "tiny":
+            return str(embedded.ensure_tiny_model(cache, log=lambda _m: None))
+        if what in (embedded.ADDITION_LONG_COT, embedded.GENERAL):
+            data_dir = Path(os.path.expanduser(os.environ.get("RLVR_DATA_DIR", str(cache / "data"))))
+            return str(embedded.ensure_sft_data(data_dir, what))
+        raise UserError(
+            f"unknown embedded asset {value!r}; known: embedded://tiny (model), "
+            f"embedded://{embedded.ADDITION_LONG_COT}, embedded://{embedded.GENERAL} (SFT data)"
+        )
     return str(Path(os.path.expanduser(value)).resolve())
 
 

@@ -149,3 +149,30 @@ def test_shipped_pipelines_load_and_say_how_to_run_them(name):
     assert all(stage["kind"] in stages.STAGE_KINDS for stage in spec["stages"])
     text = (compose.recipes_dir() / "pipeline" / f"{name}.yaml").read_text()
     assert text.startswith("# Pipeline") and f"rlvr pipeline {name}" in text
+
+
+def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tmp_path):
+    import pandas as pd
+
+    from rlvr_launch import embedded
+    from rlvr_verifiers import reasoning, registry
+    from rlvr_verifiers.base import Item
+
+    first = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "a", embedded.ADDITION_LONG_COT))
+    second = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "b", embedded.ADDITION_LONG_COT))
+    assert first.to_json() == second.to_json() and len(first) == 80
+    train, _ = embedded.addition_pairs(embedded.TinySpec())
+    items, tags = [], reasoning.default_tags()
+    for (a, b), messages in zip(train, first["messages"], strict=True):
+        assert messages[0]["content"] == embedded.addition_prompt(a, b)
+        answer = messages[1]["content"]
+        assert (
+            reasoning.split(answer, tags).state == reasoning.CLOSED
+            and answer.split(" So ")[0].count("+1=") == b
+        )
+        items.append(Item(response=answer, ground_truth=str(a + b)))
+    assert {v.status for v in registry.get("math").verify_batch(items)} == {"ok"}
+    general = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "a", embedded.GENERAL))
+    assert len(general) == 64 and all(m[1]["role"] == "assistant" for m in general["messages"])
+    # the embedded model's identity is untouched by these assets
+    assert embedded.TinySpec().digest() == "7ef081f2542c"
