@@ -240,7 +240,7 @@ def print_status(name: str, run_dir: Path, rows: list[dict]) -> None:
             print(f"       error: {row['error'].splitlines()[0]}")
 
 
-def run_pipeline(name: str, run_dir: Path, overrides: list[str] | None = None, log=print) -> list[dict]:
+def execute(name: str, run_dir: Path, overrides: list[str] | None = None, log=print) -> list[dict]:
     from rlvr_launch import stages
 
     spec = load_spec(name, overrides)
@@ -321,6 +321,6 @@ def run(args: argparse.Namespace) -> int:
     if args.status:
         print_status(args.name, run_dir, states(load_spec(args.name, args.overrides), run_dir))
         return 0
-    rows = run_pipeline(args.name, run_dir, args.overrides)
+    rows = execute(args.name, run_dir, args.overrides)
     print_status(args.name, run_dir, rows)
     return 0

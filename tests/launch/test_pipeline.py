@@ -67,7 +67,7 @@ def test_a_finished_pipeline_is_skipped_and_a_changed_stage_reruns_with_everythi
     name = recipes(SPEC.replace("FAIL", "false"))
     run_dir = tmp_path / "run"
     assert _states(name, run_dir) == ["pending", "pending", "pending"]
-    pipeline.run_pipeline(name, run_dir, log=lambda _m: None)
+    pipeline.execute(name, run_dir, log=lambda _m: None)
     assert RUNS == ["a", "b", "c"]
     final = run_dir / "stages" / "02-c" / "out.txt"
     assert final.read_text() == "a(1)b(0)c(0)"
@@ -77,18 +77,18 @@ def test_a_finished_pipeline_is_skipped_and_a_changed_stage_reruns_with_everythi
     assert manifest["inputs"]["src"]["key"] == f"{a['key']}@{a['finished']}"
     assert _states(name, run_dir) == ["done", "done", "done"]
 
-    pipeline.run_pipeline(name, run_dir, log=lambda _m: None)
+    pipeline.execute(name, run_dir, log=lambda _m: None)
     assert RUNS == ["a", "b", "c"]  # nothing ran again
 
     # c's own config changes: only c reruns
     assert _states(name, run_dir, ["c:foo=1"]) == ["done", "done", "stale"]
-    pipeline.run_pipeline(name, run_dir, ["c:foo=1"], log=lambda _m: None)
+    pipeline.execute(name, run_dir, ["c:foo=1"], log=lambda _m: None)
     assert RUNS == ["a", "b", "c", "c"]
 
     # a's config changes: a and everything downstream rerun, from scratch (old folders cleared)
     name = recipes(SPEC.replace("FAIL", "false").replace("value: 1", "value: 2"))
     assert _states(name, run_dir, ["c:foo=1"]) == ["stale", "stale", "stale"]
-    pipeline.run_pipeline(name, run_dir, ["c:foo=1"], log=lambda _m: None)
+    pipeline.execute(name, run_dir, ["c:foo=1"], log=lambda _m: None)
     assert RUNS == ["a", "b", "c", "c", "a", "b", "c"]
     assert final.read_text() == "a(2)b(0)c(0)"
     assert (run_dir / "stages" / "00-a" / "progress.txt").read_text() == "x"
@@ -98,9 +98,9 @@ def test_a_failed_stage_continues_in_its_folder_and_status_tells_the_truth(recip
     name = recipes(SPEC.replace("FAIL", "true"))
     run_dir = tmp_path / "run"
     with pytest.raises(UserError, match="stage 01 b .* failing the first attempt"):
-        pipeline.run_pipeline(name, run_dir, log=lambda _m: None)
+        pipeline.execute(name, run_dir, log=lambda _m: None)
     assert _states(name, run_dir) == ["done", "failed", "pending"]
-    pipeline.run_pipeline(name, run_dir, log=lambda _m: None)
+    pipeline.execute(name, run_dir, log=lambda _m: None)
     assert RUNS == ["a", "b", "b", "c"]
     b = json.loads((run_dir / "stages" / "01-b" / "manifest.json").read_text())
     assert b["metrics"]["attempts"] == 2  # the second attempt saw the first one's progress
@@ -110,7 +110,7 @@ def test_a_failed_stage_continues_in_its_folder_and_status_tells_the_truth(recip
 def test_a_stage_left_running_by_a_dead_process_is_interrupted_then_continued(recipes, tmp_path):
     name = recipes(SPEC.replace("FAIL", "false"))
     run_dir = tmp_path / "run"
-    pipeline.run_pipeline(name, run_dir, log=lambda _m: None)
+    pipeline.execute(name, run_dir, log=lambda _m: None)
     path = run_dir / "stages" / "01-b"
     manifest = json.loads((path / "manifest.json").read_text())
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -124,7 +124,7 @@ def test_a_stage_left_running_by_a_dead_process_is_interrupted_then_continued(re
     assert _states(name, run_dir) == ["done", "running", "stale"]
     manifest["pid"] = dead.pid
     (path / "manifest.json").write_text(json.dumps(manifest))
-    pipeline.run_pipeline(name, run_dir, log=lambda _m: None)
+    pipeline.execute(name, run_dir, log=lambda _m: None)
     assert RUNS == ["a", "b", "c", "b", "c"]
     assert (path / "progress.txt").read_text() == "xx"  # continued in place, not cleared
 
@@ -176,3 +176,18 @@ def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tm
     assert len(general) == 64 and all(m[1]["role"] == "assistant" for m in general["messages"])
     # the embedded model's identity is untouched by these assets
     assert embedded.TinySpec().digest() == "7ef081f2542c"
+
+
+def test_the_command_line_runs_and_reports_a_pipeline(recipes, tmp_path, capsys):
+    from rlvr_launch import cli
+
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = str(tmp_path / "run")
+    assert cli.main(["pipeline", name, "--status", "--run-dir", run_dir]) == 0
+    assert capsys.readouterr().out.count("pending") == 3
+    assert cli.main(["pipeline", name, "c:foo=1", "--run-dir", run_dir]) == 0
+    assert cli.main(["pipeline", name, "c:foo=1", "--status", "--run-dir", run_dir]) == 0
+    out = capsys.readouterr().out
+    assert out.count("counted done") == 6 and "attempts 1" in out and "02-c/out.txt" in out
+    assert cli.main(["pipeline", name, "--status", "--run-dir", run_dir]) == 0  # without c's override
+    assert "stale" in capsys.readouterr().out
