@@ -22,6 +22,7 @@ key metrics and outputs, without running anything.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -241,11 +242,25 @@ def print_status(name: str, run_dir: Path, rows: list[dict]) -> None:
 
 
 def execute(name: str, run_dir: Path, overrides: list[str] | None = None, log=print) -> list[dict]:
-    from rlvr_launch import stages
-
     spec = load_spec(name, overrides)
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(run_dir / ".pipeline.lock", "a+")  # held until this process ends (a kill frees it)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise UserError(f"pipeline run directory {run_dir} is in use by another `rlvr pipeline`") from None
+    try:
+        return _execute(name, spec, run_dir, log)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def _execute(name: str, spec: dict, run_dir: Path, log) -> list[dict]:
+    from rlvr_launch import stages
+
     (run_dir / "pipeline.json").write_text(json.dumps({"name": name, "spec": spec}, indent=2))
     done: dict[str, dict] = {}
     for i, stage in enumerate(spec["stages"]):

@@ -191,3 +191,18 @@ def test_the_command_line_runs_and_reports_a_pipeline(recipes, tmp_path, capsys)
     assert out.count("counted done") == 6 and "attempts 1" in out and "02-c/out.txt" in out
     assert cli.main(["pipeline", name, "--status", "--run-dir", run_dir]) == 0  # without c's override
     assert "stale" in capsys.readouterr().out
+
+
+def test_a_second_runner_on_the_same_run_dir_is_refused(recipes, tmp_path):
+    import fcntl
+
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / ".pipeline.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UserError, match="in use by another"):
+            pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert RUNS == []
+    pipeline.execute(name, run_dir, log=lambda _m: None)  # free again once the holder lets go
+    assert RUNS == ["a", "b", "c"]
