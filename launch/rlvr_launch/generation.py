@@ -68,17 +68,19 @@ def _is_hf_dir(path: Path) -> bool:
 
 
 def _actor_dir(path: Path) -> Path | None:
-    """The verl checkpoint `actor/` folder `path` designates, or None."""
-    if path.name == "actor" and (path / "huggingface").is_dir():
-        return path
-    if (path / "actor" / "huggingface").is_dir():
-        return path / "actor"
+    """The folder of FSDP shards `path` designates (it holds `huggingface/`), or None. RL checkpoints
+    keep them in `global_step_N/actor/`, verl's SFT trainer in `global_step_N/` itself."""
+    for candidate in (path, path / "actor"):
+        if (candidate / "huggingface").is_dir():
+            return candidate
     for base in (path, path / "checkpoints"):
         marker = base / "latest_checkpointed_iteration.txt"
         if marker.is_file():
-            step = marker.read_text().strip()
-            candidate = base / f"global_step_{step}" / "actor"
-            return candidate if candidate.is_dir() else None
+            step_dir = base / f"global_step_{marker.read_text().strip()}"
+            for candidate in (step_dir / "actor", step_dir):
+                if (candidate / "huggingface").is_dir():
+                    return candidate
+            return None
     return None
 
 

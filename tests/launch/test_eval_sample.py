@@ -228,3 +228,18 @@ def test_sample_keeps_exactly_what_rlvr_score_accepts(tiny_model_dir, tmp_path):
 
 def test_hf_dir_is_used_as_is(tiny_model_dir):
     assert generation.resolve_model(tiny_model_dir) == Path(tiny_model_dir).resolve()
+
+
+@pytest.mark.parametrize("layout", ["rl", "sft"])
+def test_a_checkpoint_is_found_from_the_run_dir_the_step_or_the_shard_folder(tmp_path, layout):
+    """RL checkpoints keep the shards in global_step_N/actor/, verl's SFT trainer in global_step_N/."""
+    ckpts = tmp_path / "run" / "checkpoints"
+    for step in (1, 2):
+        shards = ckpts / f"global_step_{step}" / ("actor" if layout == "rl" else "")
+        (shards / "huggingface").mkdir(parents=True)
+    (ckpts / "latest_checkpointed_iteration.txt").write_text("2")
+    want = ckpts / "global_step_2" / ("actor" if layout == "rl" else "")
+    for given in (tmp_path / "run", ckpts, ckpts / "global_step_2", want):
+        assert generation._actor_dir(given) == want
+    (ckpts / "latest_checkpointed_iteration.txt").write_text("7")
+    assert generation._actor_dir(ckpts) is None
