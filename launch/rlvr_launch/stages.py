@@ -139,6 +139,7 @@ def run_sft(stage: Stage) -> dict:
     cmd = ["torchrun", "--standalone", "--nproc_per_node=1", "-m", "verl.trainer.sft_trainer"]
     cmd += [f"model.path={model}", f"data.train_files={data_file}", "data.val_files=null"]
     cmd += [f"trainer.default_local_dir={stage.dir / 'checkpoints'}", "trainer.resume_mode=auto"]
+    cmd.append(f"hydra.run.dir={stage.dir / 'hydra'}")  # not ./outputs/DATE of wherever rlvr was started
     env = {**COMMON_ENV, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
     if stage.args.get("platform", "cpu") == "cpu":
         cmd += SFT_CPU_OVERRIDES
