@@ -23,7 +23,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ls": ("rlvr_launch.listing", "list experiments, algorithms, models, tasks"),
     "score": ("rlvr_launch.score", "score a JSONL file through the verifier pool"),
     "data": ("rlvr_launch.data", "convert a dataset into verl's parquet format"),
+    "eval": ("rlvr_launch.evaluate", "pass@1 / pass@k / maj@k of a model or checkpoint on a task"),
+    "sample": ("rlvr_launch.sample", "rejection sampling: K responses per prompt, verified ones as SFT data"),
     "diagnose": ("rlvr_launch.diagnose", "read a run's metrics and say which patch addresses what it shows"),
+    "pipeline": (
+        "rlvr_launch.pipeline",
+        "run a multi-stage pipeline (recipes/pipeline/NAME.yaml), resumably",
+    ),
     "submit": ("rlvr_launch.submit", "submit a recipe to a Ray cluster through the Jobs API"),
     "status": ("rlvr_launch.jobs", "status of jobs on a Ray cluster"),
     "logs": ("rlvr_launch.jobs", "logs of a job on a Ray cluster"),

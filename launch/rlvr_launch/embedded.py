@@ -369,3 +369,73 @@ def ensure_addition_data(data_dir: Path, spec: TinySpec = TinySpec()) -> Path:
             build_addition_data(spec, out)
             marker.touch()
     return out
+
+
+# --- pipeline assets (issue 14): SFT data in verl's `messages` format, deterministic -------------------
+# They leave the embedded model and its digest untouched: they are data built next to the task's.
+
+ADDITION_LONG_COT = "addition_long_cot"
+GENERAL = "general"
+
+
+def long_cot_response(a: int, b: int) -> str:
+    """A worked sum, R1-style: counting up from a in b unit steps inside <think>...</think>, then the answer."""
+    steps = [f"{a + i}+1={a + i + 1}" for i in range(b)]
+    work = f"{a}+{b}: start at {a}, add 1 {b} times. " + (", ".join(steps) if steps else f"{a}+0={a}") + "."
+    return f"<think>{work} So {a}+{b}={a + b}.</think>{a + b}"
+
+
+def long_cot_rows(spec: TinySpec) -> list[dict]:
+    train, _ = addition_pairs(spec)
+    return [
+        {
+            "messages": [
+                {"role": "user", "content": addition_prompt(a, b)},
+                {"role": "assistant", "content": long_cot_response(a, b)},
+            ],
+            "prompt_id": i,
+        }
+        for i, (a, b) in enumerate(train)
+    ]
+
+
+def general_rows(spec: TinySpec, count: int = 64) -> list[dict]:
+    """A "general" (non-task) chat set for the SFT mix: repeat a short word, say a letter's successor."""
+    rng = random.Random(spec.seed + 1)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    rows = []
+    for i in range(count):
+        if i % 2 == 0:
+            word = "".join(rng.choice(letters) for _ in range(rng.randint(2, 5)))
+            user, answer = f"repeat {word}", word
+        else:
+            j = rng.randrange(len(letters) - 1)
+            user, answer = f"after {letters[j]}", letters[j + 1]
+        rows.append(
+            {
+                "messages": [{"role": "user", "content": user}, {"role": "assistant", "content": answer}],
+                "prompt_id": i,
+            }
+        )
+    return rows
+
+
+def ensure_sft_data(data_dir: Path, name: str, spec: TinySpec = TinySpec()) -> Path:
+    """DATA_DIR/NAME/train.parquet for NAME in (addition_long_cot, general), built once per spec digest."""
+    import pandas as pd
+
+    builders = {ADDITION_LONG_COT: long_cot_rows, GENERAL: general_rows}
+    if name not in builders:
+        raise ValueError(f"unknown embedded SFT data {name!r}; known: {', '.join(builders)}")
+    out = Path(data_dir) / name
+    marker = out / f".built-{spec.digest()}"
+    with _locked(Path(data_dir) / f".{name}.lock"):
+        if not marker.exists():
+            tmp = out.with_name(out.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            pd.DataFrame(builders[name](spec)).to_parquet(tmp / "train.parquet", index=False)
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)
+            marker.touch()
+    return out / "train.parquet"

@@ -1,0 +1,296 @@
+"""K responses per prompt of a task, each verified: the shared core of `rlvr eval` and `rlvr sample`.
+
+- Model: a Hugging Face folder, or a verl checkpoint (a run dir, its `checkpoints/` folder, a
+  `global_step_N` folder or its `actor/` folder), merged into an HF folder first by verl's own model
+  merger (`python -m verl.model_merger merge --backend fsdp`).
+- Prompts: the task recipe's data (`rlvr resolve task=NAME` shows the files): `data.val_files` for the
+  held-out split, `data.train_files` for the training split; the embedded `addition` data is built
+  when the recipe asks for it (rlvr.prepare), as `rlvr train` does.
+- Generation: the token-in / token-out server of rlvr's `hf` rollout backend (`rlvr_cluster.hf_rollout.
+  HFServer`, the object verl's agent loop calls during training on CPU), in this process. verl 0.9.1's
+  standalone generation entry (`verl.trainer.main_generation_server`) talks to an OpenAI-compatible
+  HTTP server only vLLM/SGLang replicas start; the hf replica runs colocated with the trainer only, so it
+  cannot serve that entry on CPU. Prompts are tokenised with the chat template exactly as verl's agent
+  loop does, and responses are decoded as the reward manager decodes them (reasoning tags kept).
+- Verification: each row is routed and turned into an Item as the training reward manager does
+  (`rlvr_verifiers.verl_bridge.route` / `make_item`, the task recipe's reasoning settings), then scored by
+  the registered verifier's `verify_batch` in this process (the function the pool's actors call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from rlvr_launch.errors import UserError
+
+
+@dataclass
+class Prompt:
+    index: int  # row number in the task's parquet file: the prompt id
+    messages: list[dict]
+    verifier: str
+    ground_truth: Any
+    data_source: str
+
+
+@dataclass
+class Response:
+    prompt: Prompt
+    sample_index: int
+    text: str
+    num_tokens: int
+    truncated: bool  # hit the token budget without an end of turn
+    score: float = 0.0
+    status: str = ""
+    detail: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == "ok"
+
+
+# --- the model ------------------------------------------------------------------------------------
+
+
+def _is_hf_dir(path: Path) -> bool:
+    return (path / "config.json").is_file() and any(
+        p.suffix in (".safetensors", ".bin") for p in path.iterdir() if p.is_file()
+    )
+
+
+def _actor_dir(path: Path) -> Path | None:
+    """The folder of FSDP shards `path` designates (it holds `huggingface/`), or None. RL checkpoints
+    keep them in `global_step_N/actor/`, verl's SFT trainer in `global_step_N/` itself."""
+    for candidate in (path, path / "actor"):
+        if (candidate / "huggingface").is_dir():
+            return candidate
+    for base in (path, path / "checkpoints"):
+        marker = base / "latest_checkpointed_iteration.txt"
+        if marker.is_file():
+            step_dir = base / f"global_step_{marker.read_text().strip()}"
+            for candidate in (step_dir / "actor", step_dir):
+                if (candidate / "huggingface").is_dir():
+                    return candidate
+            return None
+    return None
+
+
+def resolve_model(path: str | Path, merged_dir: Path | None = None) -> Path:
+    """An HF folder for `path`: itself when it is one, else verl's merger output (cached next to it)."""
+    src = Path(os.path.expanduser(str(path))).resolve()
+    if not src.exists():
+        raise UserError(f"model {str(path)!r} does not exist; give an HF folder or a verl checkpoint")
+    if src.is_dir() and _is_hf_dir(src):
+        return src
+    actor = _actor_dir(src) if src.is_dir() else None
+    if actor is None:
+        raise UserError(
+            f"{src} is neither a Hugging Face model folder (config.json + weights) nor a verl checkpoint "
+            "(a run dir, checkpoints/, global_step_N/ or its actor/ folder)"
+        )
+    target = merged_dir or (actor.parent / "merged_hf")
+    if _is_hf_dir(target):
+        return target
+    merge_checkpoint(actor, target)
+    return target
+
+
+def merge_checkpoint(actor_dir: Path, target: Path) -> None:
+    """verl's model merger: FSDP shards in `actor_dir` -> an HF folder at `target` (written atomically)."""
+    partial = target.with_name(target.name + ".partial")
+    subprocess.run(["rm", "-rf", str(partial)], check=True)
+    cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+    cmd += ["--local_dir", str(actor_dir), "--target_dir", str(partial)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not _is_hf_dir(partial):
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise UserError(f"verl's model merger failed on {actor_dir}: {' | '.join(tail)}")
+    subprocess.run(["rm", "-rf", str(target)], check=True)
+    partial.rename(target)
+
+
+# --- the task's prompts ---------------------------------------------------------------------------
+
+
+def task_config(task: str, overrides: list[str] | None = None):
+    """The composed config of `task=NAME` (+ overrides), with its generated data built when needed."""
+    from rlvr_launch import compose, embedded
+
+    if task not in compose.group_entries("task"):
+        raise UserError(f"unknown task {task!r}; pick one of: {', '.join(compose.group_entries('task'))}")
+    cfg = compose.compose([f"task={task}", *(overrides or [])], check=False)
+    wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
+    if embedded.ADDITION in wanted:
+        embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
+    return cfg
+
+
+def load_prompts(cfg, split: str, limit: int | None = None) -> list[Prompt]:
+    import pandas as pd
+
+    from rlvr_verifiers import verl_bridge
+
+    key = {"test": "val_files", "train": "train_files"}.get(split)
+    if key is None:
+        raise UserError(f"--split must be train or test, not {split!r}")
+    files = cfg.data[key]
+    files = [files] if isinstance(files, str) else list(files)
+    prompts: list[Prompt] = []
+    routes = dict(cfg.reward.get("reward_kwargs", {}).get("rlvr", {}).get("routes", {}) or {})
+    for path in files:
+        if not Path(path).is_file():
+            raise UserError(f"{split} data {path} does not exist; `rlvr data` writes a task's parquet files")
+        frame = pd.read_parquet(path)
+        for _, row in frame.iterrows():
+            extra_info = verl_bridge._plain(row.get("extra_info")) or {}
+            reward_model = verl_bridge._plain(row.get("reward_model")) or {}
+            verifier = verl_bridge.route(row.get("data_source"), row.get("ability"), extra_info, routes)
+            if verifier is None:
+                raise UserError(f"{path}: row {len(prompts)} has no verifier (set extra_info.verifier)")
+            prompts.append(
+                Prompt(
+                    index=len(prompts),
+                    messages=[dict(m) for m in row[cfg.data.prompt_key]],
+                    verifier=verifier,
+                    ground_truth=reward_model.get("ground_truth"),
+                    data_source=str(row.get("data_source")),
+                )
+            )
+            if limit is not None and len(prompts) >= limit:
+                return prompts
+    return prompts
+
+
+def reasoning_extra(cfg) -> dict:
+    """Item.extra reasoning settings of the task recipe (the reward manager passes the same)."""
+    rlvr_kwargs = cfg.reward.get("reward_kwargs", {}).get("rlvr", {}) or {}
+    out = {}
+    for key in ("reasoning_tags", "think_prefilled"):
+        if key in rlvr_kwargs:
+            value = rlvr_kwargs[key]
+            out[key] = list(value) if not isinstance(value, str | bool) else value
+    return out
+
+
+# --- generation -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Sampling:
+    k: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+    seed: int = 0
+    batch_size: int = 256  # prompts x samples decoded together
+
+
+def generate(model_dir: Path, prompts: list[Prompt], sampling: Sampling, tags=None) -> list[Response]:
+    """`sampling.k` responses per prompt from the hf rollout server (greedy when temperature is 0)."""
+    from transformers import AutoTokenizer
+
+    from rlvr_cluster.hf_rollout import HFServer
+    from rlvr_verifiers import verl_bridge
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    encoded = [
+        list(
+            tokenizer.apply_chat_template(
+                p.messages, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        )
+        for p in prompts
+    ]
+    prompt_length = max((len(e) for e in encoded), default=1)
+    config = SimpleNamespace(
+        prompt_length=prompt_length, response_length=sampling.max_tokens, seed=sampling.seed
+    )
+    server = HFServer(config, {"local_path": str(model_dir), "tokenizer": tokenizer}, 0, 0)
+    params = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens}
+    jobs = [(p, ids, s) for p, ids in zip(prompts, encoded, strict=True) for s in range(sampling.k)]
+    keep = verl_bridge.special_tag_ids(tokenizer, tags)
+
+    async def run_chunk(chunk):
+        return await asyncio.gather(
+            *[server.generate(ids, dict(params), f"{p.index}-{s}") for p, ids, s in chunk]
+        )
+
+    responses: list[Response] = []
+    for start in range(0, len(jobs), max(1, sampling.batch_size)):
+        chunk = jobs[start : start + sampling.batch_size]
+        outputs = asyncio.run(run_chunk(chunk))
+        for (prompt, _, s), out in zip(chunk, outputs, strict=True):
+            ids = list(out.token_ids)
+            ended = bool(ids) and ids[-1] in server.eos_ids
+            responses.append(
+                Response(
+                    prompt=prompt,
+                    sample_index=s,
+                    text=verl_bridge.decode_response(tokenizer, ids, keep),
+                    num_tokens=len(ids),
+                    truncated=not ended,
+                )
+            )
+    return responses
+
+
+def verify(responses: list[Response], extra: dict | None = None) -> None:
+    """Score every response in place with the verifier its row routes to (never silently skipped)."""
+    from rlvr_verifiers import registry, verl_bridge
+    from rlvr_verifiers.base import Item
+
+    by_verifier: dict[str, list[tuple[Response, Item]]] = {}
+    for r in responses:
+        item = verl_bridge.make_item(r.prompt.verifier, r.text, r.prompt.ground_truth, dict(extra or {}))
+        if isinstance(item, Item):
+            by_verifier.setdefault(r.prompt.verifier, []).append((r, item))
+        else:
+            r.score, r.status, r.detail = item.score, item.status, item.detail
+    for name, pairs in by_verifier.items():
+        verdicts = registry.get(name).verify_batch([item for _, item in pairs])
+        for (r, _), v in zip(pairs, verdicts, strict=True):
+            r.score, r.status, r.detail = float(v.score), v.status, v.detail
+
+
+def run_task(
+    model: str,
+    task: str,
+    split: str,
+    sampling: Sampling,
+    overrides: list[str] | None = None,
+    limit: int | None = None,
+    merged_dir: Path | None = None,
+) -> tuple[Path, Any, list[Response]]:
+    """Resolve the model, load the task's prompts, generate and verify: (model_dir, cfg, responses)."""
+    from rlvr_verifiers import reasoning
+
+    model_dir = resolve_model(model, merged_dir)
+    cfg = task_config(task, overrides)
+    prompts = load_prompts(cfg, split, limit)
+    if not prompts:
+        raise UserError(f"task {task!r} has no {split} prompts")
+    extra = reasoning_extra(cfg)
+    try:
+        tags, _ = reasoning.settings(extra.get("reasoning_tags", list(reasoning.DEFAULT_TAGS)), False)
+    except ValueError as e:
+        raise UserError(f"task {task!r}: reward.reward_kwargs.rlvr.reasoning_tags: {e}") from None
+    responses = generate(model_dir, prompts, sampling, tags)
+    verify(responses, extra)
+    return model_dir, cfg, responses
+
+
+def default_max_tokens(cfg) -> int:
+    return int(cfg.data.max_response_length)
+
+
+def scratch_dir(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

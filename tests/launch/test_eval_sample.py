@@ -1,0 +1,245 @@
+"""`rlvr eval` (pass@1 / unbiased pass@k / maj@k) and `rlvr sample` (rejection sampling into SFT data)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlvr_launch import evaluate, generation, sample
+from rlvr_launch.errors import UserError
+from rlvr_verifiers import reasoning
+
+TAGS = reasoning.default_tags()
+
+
+def _responses(spec: dict[int, list[tuple[str, str]]]) -> list[generation.Response]:
+    """Fixture responses: prompt index -> [(text, status), ...] (status ok means correct)."""
+    out = []
+    for index, items in spec.items():
+        prompt = generation.Prompt(index, [{"role": "user", "content": f"q{index}"}], "math", "x", "fixture")
+        for s, (text, status) in enumerate(items):
+            out.append(generation.Response(prompt, s, text, len(text), False, float(status == "ok"), status))
+    return out
+
+
+# --- the estimators, against hand computations -----------------------------------------------------
+
+
+def test_pass_at_k_is_the_codex_estimator_computed_by_hand():
+    # n=5 samples, c=2 correct: pass@1 = 2/5; pass@2 = 1 - C(3,2)/C(5,2) = 1 - 3/10; pass@4 = 1 - 0 (C(3,4)=0)
+    assert evaluate.pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert evaluate.pass_at_k(5, 2, 2) == pytest.approx(0.7)
+    assert evaluate.pass_at_k(5, 2, 4) == 1.0
+    assert evaluate.pass_at_k(5, 0, 5) == 0.0
+    for n, c, k in [(8, 3, 2), (8, 1, 4), (20, 7, 5), (16, 0, 3), (16, 16, 16)]:
+        exact = 1 - math.comb(n - c, k) / math.comb(n, k)
+        assert evaluate.pass_at_k(n, c, k) == pytest.approx(exact, abs=1e-12)
+    with pytest.raises(ValueError):
+        evaluate.pass_at_k(4, 2, 5)
+
+
+def test_sampled_metrics_on_a_fixture_equal_the_hand_computation():
+    responses = _responses(
+        {
+            # 4 samples, 1 correct: pass@1 1/4, pass@2 1 - C(3,2)/C(4,2) = 1/2, pass@4 1; majority "7" is wrong
+            0: [("7", "wrong"), ("5", "ok"), ("7", "wrong"), ("6", "wrong")],
+            # 4 samples, 3 correct (one inside a closed think block): majority "9" (3 votes) is right
+            1: [("9", "ok"), ("<think>4+5</think>9", "ok"), ("8", "wrong"), (" 9 ", "ok")],
+            # 4 samples, none correct, two without an answer region: no correct majority
+            2: [("<think>", "parse_error"), ("<think>x", "parse_error"), ("1", "wrong"), ("2", "wrong")],
+        }
+    )
+    m = evaluate.sampled_metrics(responses, 4, TAGS)
+    assert m["mean_accuracy"] == pytest.approx(4 / 12)
+    assert m["pass@1"] == pytest.approx((1 / 4 + 3 / 4 + 0) / 3)
+    assert m["pass@2"] == pytest.approx((1 / 2 + 1 + 0) / 3)
+    assert m["pass@4"] == pytest.approx((1 + 1 + 0) / 3)
+    assert m["maj@4"] == pytest.approx(1 / 3)
+    assert evaluate.status_counts(responses) == {"math": {"ok": 4, "parse_error": 2, "wrong": 6}}
+
+
+def test_majority_vote_breaks_ties_by_first_seen_and_ignores_unanswered():
+    assert evaluate.majority_correct(["3", "4", "4", "3"], [True, False, False, True])  # tie: "3" seen first
+    assert not evaluate.majority_correct(["4", "3", "3", "4"], [False, True, True, False])
+    assert not evaluate.majority_correct([None, None], [False, False])
+    assert evaluate.normalized_answer("<think>a</think>  1 2 ", TAGS) == "1 2"
+    assert evaluate.normalized_answer("<think>never closed", TAGS) is None
+
+
+# --- sample's selection --------------------------------------------------------------------------
+
+
+def test_selection_filters_dedup_best_of_k_and_says_why_each_response_was_dropped():
+    responses = _responses(
+        {
+            0: [
+                ("<think>2+3</think>5", "ok"),
+                ("5", "ok"),
+                ("5", "ok"),
+                ("4", "wrong"),
+                ("<think>long way</think>5", "ok"),
+            ],
+            1: [("3", "wrong"), ("<think>", "parse_error")],
+        }
+    )
+    kept, dropped = sample.select(
+        responses,
+        mode="all-correct",
+        dedup=True,
+        min_tokens=0,
+        max_tokens=None,
+        format_filter="none",
+        tags=TAGS,
+    )
+    assert [r.text for r in kept] == ["<think>2+3</think>5", "5", "<think>long way</think>5"]
+    assert sorted(dropped.values()) == ["duplicate", "verdict parse_error", "verdict wrong", "verdict wrong"]
+    assert len(kept) + len(dropped) == len(responses)  # every response is kept or counted as dropped
+
+    kept, _ = sample.select(
+        responses,
+        mode="all-correct",
+        dedup=False,
+        min_tokens=0,
+        max_tokens=None,
+        format_filter="think",
+        tags=TAGS,
+    )
+    assert [r.sample_index for r in kept] == [0, 4]
+
+    kept, dropped = sample.select(
+        responses,
+        mode="best-of-k",
+        dedup=True,
+        min_tokens=0,
+        max_tokens=None,
+        format_filter="think",
+        tags=TAGS,
+    )
+    assert [(r.prompt.index, r.sample_index) for r in kept] == [(0, 0)]  # the shorter closed trace
+    assert "best-of-k" in dropped[id(responses[4])]
+
+    kept, dropped = sample.select(
+        responses,
+        mode="all-correct",
+        dedup=False,
+        min_tokens=2,
+        max_tokens=20,
+        format_filter="none",
+        tags=TAGS,
+    )
+    assert [r.sample_index for r in kept] == [0]  # "5" is 1 token long here (len of text), the long one 24
+    assert dropped[id(responses[1])] == "length 1 tokens"
+
+
+def test_difficulty_buckets():
+    assert [sample.difficulty_bucket(x) for x in (0, 0.25, 0.5, 0.75, 1.0)] == [
+        "0",
+        "(0,0.5]",
+        "(0,0.5]",
+        "(0.5,1)",
+        "1",
+    ]
+
+
+# --- on the tiny model ----------------------------------------------------------------------------
+
+
+def test_eval_greedy_pass_at_1_equals_the_independent_greedy_accuracy_of_the_build(tiny_model_dir):
+    """pass@1 through the hf rollout server + math verifier equals the greedy accuracy the embedded build
+    measured with its own decoding loop on the same 20 held-out prompts."""
+    build = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
+    report = evaluate.evaluate(str(tiny_model_dir), "addition", k=4, temperature=1.0)
+    assert report["prompts"] == 20
+    assert report["pass@1"] == pytest.approx(build["warm_start_held_out_accuracy"])
+    s = report["sampled"]
+    assert s["pass@1"] == pytest.approx(s["mean_accuracy"])  # the estimator at k=1 is the mean
+    assert s["pass@1"] <= s["pass@2"] <= s["pass@4"] <= 1.0
+    assert sum(sum(c.values()) for c in s["statuses"].values()) == 80
+    assert 1 <= s["length"]["max"] <= report["max_tokens"]
+
+
+def test_eval_and_sample_refuse_bad_input_with_a_clear_error(tiny_model_dir, tmp_path):
+    with pytest.raises(UserError, match="unknown task"):
+        evaluate.evaluate(str(tiny_model_dir), "no_such_task")
+    with pytest.raises(UserError, match="neither a Hugging Face model folder"):
+        evaluate.evaluate(str(tmp_path), "addition")
+    with pytest.raises(UserError, match="temperature"):
+        evaluate.evaluate(str(tiny_model_dir), "addition", k=4, temperature=0.0)
+    with pytest.raises(UserError, match="needs --mix"):
+        sample.sample(str(tiny_model_dir), "addition", 2, tmp_path / "o", mix_ratio=0.5)
+
+
+def test_sample_writes_verl_sft_data_with_provenance_and_a_mix(tiny_model_dir, tmp_path):
+    general = tmp_path / "general.jsonl"
+    with open(general, "w") as f:
+        for i in range(50):
+            msgs = [{"role": "user", "content": f"say {i}"}, {"role": "assistant", "content": str(i)}]
+            f.write(json.dumps({"messages": msgs}) + "\n")
+    out = tmp_path / "out"
+    report = sample.sample(
+        str(tiny_model_dir), "addition", 4, out, limit=20, dedup=False, mix=str(general), mix_ratio=0.5
+    )
+    frame = pd.read_parquet(out / "train.parquet")
+    lines = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
+    assert len(lines) == 80 and report["responses"] == 80
+    ok = [x for x in lines if x["verdict"]["status"] == "ok"]
+    sampled = frame[frame.source == "sample"]
+    assert report["kept"] == len(ok) == len(sampled) > 0
+    assert len(frame[frame.source == "mix"]) == report["mixed"] == round(0.5 * len(ok))
+    for row, line in zip(sampled.to_dict("records"), ok, strict=True):
+        assert (row["prompt_id"], row["sample_index"]) == (line["prompt_id"], line["sample_index"])
+        assert row["messages"][-1] == {"role": "assistant", "content": line["response"]}
+        assert row["messages"][0]["role"] == "user" and row["verdict"] == "ok"
+        assert row["source_model"] == str(tiny_model_dir)
+    buckets = report["by_difficulty"]
+    assert sum(b["prompts"] for b in buckets.values()) == 20
+    assert sum(b["kept"] for b in buckets.values()) == report["kept"]
+    assert buckets.get("0", {"kept": 0})["kept"] == 0
+
+
+@pytest.mark.slow
+def test_sample_keeps_exactly_what_rlvr_score_accepts(tiny_model_dir, tmp_path):
+    """The same responses through `rlvr score` (the verifier pool on a private Ray): its `ok` lines are
+    exactly the responses `rlvr sample` kept (no dedup, no filters)."""
+    out = tmp_path / "out"
+    sample.sample(str(tiny_model_dir), "addition", 4, out, limit=20, dedup=False)
+    scored = tmp_path / "scored.jsonl"
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "score", "--verifier", "math"]
+    cmd += ["--input", str(out / "responses.jsonl"), "--output", str(scored), "--num-actors", "2"]
+    subprocess.run(cmd, check=True, timeout=300)
+    lines = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
+    verdicts = [json.loads(line) for line in scored.read_text().splitlines()]
+    by_score = {
+        (x["prompt_id"], x["sample_index"])
+        for x, v in zip(lines, verdicts, strict=True)
+        if v["status"] == "ok"
+    }
+    frame = pd.read_parquet(out / "train.parquet")
+    kept = set(zip(frame.prompt_id, frame.sample_index, strict=True))
+    assert by_score == kept and kept
+    assert [v["status"] for v in verdicts] == [x["verdict"]["status"] for x in lines]
+
+
+def test_hf_dir_is_used_as_is(tiny_model_dir):
+    assert generation.resolve_model(tiny_model_dir) == Path(tiny_model_dir).resolve()
+
+
+@pytest.mark.parametrize("layout", ["rl", "sft"])
+def test_a_checkpoint_is_found_from_the_run_dir_the_step_or_the_shard_folder(tmp_path, layout):
+    """RL checkpoints keep the shards in global_step_N/actor/, verl's SFT trainer in global_step_N/."""
+    ckpts = tmp_path / "run" / "checkpoints"
+    for step in (1, 2):
+        shards = ckpts / f"global_step_{step}" / ("actor" if layout == "rl" else "")
+        (shards / "huggingface").mkdir(parents=True)
+    (ckpts / "latest_checkpointed_iteration.txt").write_text("2")
+    want = ckpts / "global_step_2" / ("actor" if layout == "rl" else "")
+    for given in (tmp_path / "run", ckpts, ckpts / "global_step_2", want):
+        assert generation._actor_dir(given) == want
+    (ckpts / "latest_checkpointed_iteration.txt").write_text("7")
+    assert generation._actor_dir(ckpts) is None

@@ -1,0 +1,208 @@
+"""`rlvr pipeline`: stage keys, skipping, continuing an unfinished stage, re-running downstream, --status.
+
+The runner's logic is exercised with a stage kind registered here (`counted`: appends to a log and
+writes its output file, or fails on demand); the shipped specs are checked for structure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlvr_launch import compose, pipeline, stages
+from rlvr_launch.errors import UserError
+
+RUNS: list[str] = []
+
+
+@stages.stage_kind("counted")
+def _counted(stage: stages.Stage) -> dict:
+    RUNS.append(stage.name)
+    progress = stage.dir / "progress.txt"  # what a checkpoint is to a real stage: survives a failure
+    previous = progress.read_text() if progress.exists() else ""
+    progress.write_text(previous + "x")
+    if stage.args.get("fail_once") and not previous:
+        raise RuntimeError("failing the first attempt")
+    upstream = Path(stage.inputs["src"]).read_text() if "src" in stage.inputs else ""
+    out = stage.dir / "out.txt"
+    out.write_text(upstream + f"{stage.name}({stage.args.get('value', 0)})")
+    return {"outputs": {"file": str(out)}, "metrics": {"attempts": len(progress.read_text())}}
+
+
+SPEC = """
+# test pipeline
+stages:
+  - {name: a, kind: counted, args: {value: 1}}
+  - {name: b, kind: counted, inputs: {src: a.file}, args: {fail_once: FAIL}}
+  - {name: c, kind: counted, inputs: {src: b.file}}
+"""
+
+
+@pytest.fixture
+def recipes(tmp_path, monkeypatch):
+    root = tmp_path / "recipes"
+    shutil.copytree(compose.recipes_dir(), root)
+    monkeypatch.setenv("RLVR_RECIPES_DIR", str(root))
+    RUNS.clear()
+
+    def write(text: str, name: str = "t") -> str:
+        (root / "pipeline" / f"{name}.yaml").write_text(text)
+        return name
+
+    return write
+
+
+def _states(name: str, run_dir: Path, overrides=None) -> list[str]:
+    return [row["state"] for row in pipeline.states(pipeline.load_spec(name, overrides), run_dir)]
+
+
+def test_a_finished_pipeline_is_skipped_and_a_changed_stage_reruns_with_everything_downstream(
+    recipes, tmp_path
+):
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = tmp_path / "run"
+    assert _states(name, run_dir) == ["pending", "pending", "pending"]
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert RUNS == ["a", "b", "c"]
+    final = run_dir / "stages" / "02-c" / "out.txt"
+    assert final.read_text() == "a(1)b(0)c(0)"
+    manifest = json.loads((run_dir / "stages" / "01-b" / "manifest.json").read_text())
+    assert manifest["status"] == "done" and manifest["inputs"]["src"]["from"] == "a.file"
+    a = json.loads((run_dir / "stages/00-a/manifest.json").read_text())
+    assert manifest["inputs"]["src"]["key"] == f"{a['key']}@{a['finished']}"
+    assert _states(name, run_dir) == ["done", "done", "done"]
+
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert RUNS == ["a", "b", "c"]  # nothing ran again
+
+    # c's own config changes: only c reruns
+    assert _states(name, run_dir, ["c:foo=1"]) == ["done", "done", "stale"]
+    pipeline.execute(name, run_dir, ["c:foo=1"], log=lambda _m: None)
+    assert RUNS == ["a", "b", "c", "c"]
+
+    # a's config changes: a and everything downstream rerun, from scratch (old folders cleared)
+    name = recipes(SPEC.replace("FAIL", "false").replace("value: 1", "value: 2"))
+    assert _states(name, run_dir, ["c:foo=1"]) == ["stale", "stale", "stale"]
+    pipeline.execute(name, run_dir, ["c:foo=1"], log=lambda _m: None)
+    assert RUNS == ["a", "b", "c", "c", "a", "b", "c"]
+    assert final.read_text() == "a(2)b(0)c(0)"
+    assert (run_dir / "stages" / "00-a" / "progress.txt").read_text() == "x"
+
+
+def test_a_failed_stage_continues_in_its_folder_and_status_tells_the_truth(recipes, tmp_path):
+    name = recipes(SPEC.replace("FAIL", "true"))
+    run_dir = tmp_path / "run"
+    with pytest.raises(UserError, match="stage 01 b .* failing the first attempt"):
+        pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert _states(name, run_dir) == ["done", "failed", "pending"]
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert RUNS == ["a", "b", "b", "c"]
+    b = json.loads((run_dir / "stages" / "01-b" / "manifest.json").read_text())
+    assert b["metrics"]["attempts"] == 2  # the second attempt saw the first one's progress
+    assert _states(name, run_dir) == ["done", "done", "done"]
+
+
+def test_a_stage_left_running_by_a_dead_process_is_interrupted_then_continued(recipes, tmp_path):
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = tmp_path / "run"
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    path = run_dir / "stages" / "01-b"
+    manifest = json.loads((path / "manifest.json").read_text())
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    manifest.update(status="running", pid=dead.pid)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    # c's manifest is from before: it will run again once b has finished again
+    assert _states(name, run_dir) == ["done", "interrupted", "stale"]
+    manifest["pid"] = os.getpid()
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    assert _states(name, run_dir) == ["done", "running", "stale"]
+    manifest["pid"] = dead.pid
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert RUNS == ["a", "b", "c", "b", "c"]
+    assert (path / "progress.txt").read_text() == "xx"  # continued in place, not cleared
+
+
+def test_bad_specs_and_overrides_are_refused_with_the_fix(recipes):
+    with pytest.raises(UserError, match="unknown pipeline"):
+        pipeline.load_spec("nope")
+    name = recipes("stages:\n  - {name: a, kind: teleport}\n")
+    with pytest.raises(UserError, match="unknown kind 'teleport'; known: .*counted"):
+        pipeline.load_spec(name)
+    name = recipes("stages:\n  - {name: a, kind: counted, inputs: {src: later.file}}\n")
+    with pytest.raises(UserError, match="names no earlier stage"):
+        pipeline.load_spec(name)
+    name = recipes(SPEC.replace("FAIL", "false"))
+    with pytest.raises(UserError, match="STAGE:key=value"):
+        pipeline.load_spec(name, ["zz:foo=1"])
+
+
+@pytest.mark.parametrize("name", ["r1_zero", "distill"])
+def test_shipped_pipelines_load_and_say_how_to_run_them(name):
+    spec = pipeline.load_spec(name)
+    assert all(stage["kind"] in stages.STAGE_KINDS for stage in spec["stages"])
+    text = (compose.recipes_dir() / "pipeline" / f"{name}.yaml").read_text()
+    assert text.startswith("# Pipeline") and f"rlvr pipeline {name}" in text
+
+
+def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tmp_path):
+    import pandas as pd
+
+    from rlvr_launch import embedded
+    from rlvr_verifiers import reasoning, registry
+    from rlvr_verifiers.base import Item
+
+    first = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "a", embedded.ADDITION_LONG_COT))
+    second = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "b", embedded.ADDITION_LONG_COT))
+    assert first.to_json() == second.to_json() and len(first) == 80
+    train, _ = embedded.addition_pairs(embedded.TinySpec())
+    items, tags = [], reasoning.default_tags()
+    for (a, b), messages in zip(train, first["messages"], strict=True):
+        assert messages[0]["content"] == embedded.addition_prompt(a, b)
+        answer = messages[1]["content"]
+        assert (
+            reasoning.split(answer, tags).state == reasoning.CLOSED
+            and answer.split(" So ")[0].count("+1=") == b
+        )
+        items.append(Item(response=answer, ground_truth=str(a + b)))
+    assert {v.status for v in registry.get("math").verify_batch(items)} == {"ok"}
+    general = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "a", embedded.GENERAL))
+    assert len(general) == 64 and all(m[1]["role"] == "assistant" for m in general["messages"])
+    # the embedded model's identity is untouched by these assets
+    assert embedded.TinySpec().digest() == "7ef081f2542c"
+
+
+def test_the_command_line_runs_and_reports_a_pipeline(recipes, tmp_path, capsys):
+    from rlvr_launch import cli
+
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = str(tmp_path / "run")
+    assert cli.main(["pipeline", name, "--status", "--run-dir", run_dir]) == 0
+    assert capsys.readouterr().out.count("pending") == 3
+    assert cli.main(["pipeline", name, "c:foo=1", "--run-dir", run_dir]) == 0
+    assert cli.main(["pipeline", name, "c:foo=1", "--status", "--run-dir", run_dir]) == 0
+    out = capsys.readouterr().out
+    assert out.count("counted done") == 6 and "attempts 1" in out and "02-c/out.txt" in out
+    assert cli.main(["pipeline", name, "--status", "--run-dir", run_dir]) == 0  # without c's override
+    assert "stale" in capsys.readouterr().out
+
+
+def test_a_second_runner_on_the_same_run_dir_is_refused(recipes, tmp_path):
+    import fcntl
+
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / ".pipeline.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UserError, match="in use by another"):
+            pipeline.execute(name, run_dir, log=lambda _m: None)
+    assert RUNS == []
+    pipeline.execute(name, run_dir, log=lambda _m: None)  # free again once the holder lets go
+    assert RUNS == ["a", "b", "c"]
