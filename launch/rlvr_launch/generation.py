@@ -146,11 +146,17 @@ def load_prompts(cfg, split: str, limit: int | None = None) -> list[Prompt]:
     files = [files] if isinstance(files, str) else list(files)
     prompts: list[Prompt] = []
     routes = dict(cfg.reward.get("reward_kwargs", {}).get("rlvr", {}).get("routes", {}) or {})
+    # A task may validate rows that are not held out (addition: its training sums); rlvr.held_out_sources
+    # names the data sources of the held-out split.
+    held_out = (cfg.get("rlvr", {}) or {}).get("held_out_sources") if split == "test" else None
+    keep_sources = None if held_out is None else {str(s) for s in held_out}
     for path in files:
         if not Path(path).is_file():
             raise UserError(f"{split} data {path} does not exist; `rlvr data` writes a task's parquet files")
         frame = pd.read_parquet(path)
         for _, row in frame.iterrows():
+            if keep_sources is not None and str(row.get("data_source")) not in keep_sources:
+                continue
             extra_info = verl_bridge._plain(row.get("extra_info")) or {}
             reward_model = verl_bridge._plain(row.get("reward_model")) or {}
             verifier = verl_bridge.route(row.get("data_source"), row.get("ability"), extra_info, routes)
