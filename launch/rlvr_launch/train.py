@@ -316,7 +316,12 @@ def run_training(cfg, run_dir: Path | str, *, verbose: bool = False) -> int:
         if started_ray:
             import ray
 
+            from rlvr_cluster import shm
+
+            segments = shm.held_segments()  # vLLM's queues, verl's weight buffers: SIGKILL leaves them
             ray.shutdown()
+            if removed := shm.remove_segments(segments):
+                log(f"removed {len(removed)} shared-memory segments the run left in /dev/shm")
         try:
             if rd.attempt_numbers():
                 rows = finalize(rd, title=f"{cfg.trainer.experiment_name} ({cfg.algorithm.adv_estimator})")
