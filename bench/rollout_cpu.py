@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,8 @@ def _rows(metrics_file: Path) -> list[dict]:
 
 def run(backend: str, work: Path, overrides: list[str]) -> dict:
     run_dir = work / f"run-{backend}"
+    # A short root: Ray's unix socket paths under it must stay within 107 bytes.
+    ray_root = tempfile.mkdtemp(prefix="rlvr-b-", dir="/tmp")
     started = time.time()
     out = subprocess.run(
         [
@@ -55,9 +58,10 @@ def run(backend: str, work: Path, overrides: list[str]) -> dict:
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "RLVR_RAY_TMPDIR_ROOT": str(work)},
+        env={**os.environ, "RLVR_RAY_TMPDIR_ROOT": ray_root},
     )
     wall = time.time() - started
+    shutil.rmtree(ray_root, ignore_errors=True)
     if out.returncode != 0:
         raise SystemExit(f"rlvr train rollout={backend} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     config = (run_dir / "config.yaml").read_text()
