@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 BACKENDS = ("hf", "vllm")
 SMALL_DEFAULT = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1"]
 
@@ -64,9 +66,9 @@ def run(backend: str, work: Path, overrides: list[str]) -> dict:
     shutil.rmtree(ray_root, ignore_errors=True)
     if out.returncode != 0:
         raise SystemExit(f"rlvr train rollout={backend} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    config = (run_dir / "config.yaml").read_text()
-    prompts = int(_value(config, "train_batch_size"))
-    n = int(_value(config, "n", under="rollout:"))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    prompts = int(config["data"]["train_batch_size"])
+    n = int(config["actor_rollout_ref"]["rollout"]["n"])
     rows = _rows(run_dir / "metrics.jsonl")
     later = rows[1:] or rows
     tokens = [r["response_length/mean"] * prompts * n / r["timing_s/gen"] for r in later]
@@ -82,15 +84,6 @@ def run(backend: str, work: Path, overrides: list[str]) -> dict:
         "k": k,
         "steps": len(rows),
     }
-
-
-def _value(config: str, key: str, under: str | None = None) -> str:
-    """A scalar from the resolved config.yaml (first `key:` after the line `under`, when given)."""
-    lines = config.splitlines()
-    if under is not None:
-        start = next(i for i, line in enumerate(lines) if line.strip() == under)
-        lines = lines[start:]
-    return next(line.split(":", 1)[1].strip() for line in lines if line.strip().startswith(f"{key}:"))
 
 
 def main() -> None:
