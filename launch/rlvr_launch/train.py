@@ -604,7 +604,12 @@ def run_training(
         if started_ray:
             import ray
 
+            from rlvr_cluster import shm
+
+            segments = shm.held_segments()  # vLLM's queues, verl's weight buffers: SIGKILL leaves them
             ray.shutdown()
+            if removed := shm.remove_segments(segments):
+                log(f"removed {len(removed)} shared-memory segments the run left in /dev/shm")
         if ray_temp_dir:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
         attempted = bool(rd.attempt_numbers())

