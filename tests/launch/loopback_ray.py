@@ -114,6 +114,16 @@ def _processes_mentioning(marker: str) -> list[psutil.Process]:
     return found
 
 
+def sweep(marker: str) -> None:
+    """SIGKILL every process (but this one) whose command line mentions `marker`: a test's private Ray
+    temp root, so that only what the test started is killed."""
+    for proc in _processes_mentioning(marker):
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
 def _end(procs: list[psutil.Process]) -> None:
     alive = []
     for proc in {p.pid: p for p in procs}.values():

@@ -12,24 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from loopback_ray import sweep as _sweep
 
 pytestmark = pytest.mark.slow
-
-
-def _sweep(root: str) -> None:
-    """Kill every process whose command line mentions this test's private Ray temp root."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if root in cmdline and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture

@@ -6,33 +6,16 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
+from loopback_ray import sweep as _sweep
 
 from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
 
 pytestmark = pytest.mark.slow
-
-
-def _sweep(root: str) -> None:
-    """Kill every process whose command line mentions this test's private Ray temp root."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if root in cmdline and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_finite_metrics(
