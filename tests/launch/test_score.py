@@ -295,8 +295,14 @@ def test_small_code_input_runs_in_local_sandbox_workers_without_ray(tmp_path):
     assert ray_flag == "NO_RAY" and "path local, no Ray" in err
 
 
-def test_large_inputs_and_cluster_addresses_take_the_ray_path():
+def test_large_inputs_and_cluster_addresses_take_the_ray_path(monkeypatch):
+    import sys
+
     from rlvr_launch.score import choose_path
+
+    # A Ray initialised in this process by an earlier test (the module's private_ray) takes the ray path
+    # by design; this test is about the size and the address, so it sees a process without Ray.
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
 
     assert choose_path("auto", 10, 100, None)[0] == "local"
     assert choose_path("auto", 101, 100, None) == ("ray", "101 lines > --local-max-lines 100")
