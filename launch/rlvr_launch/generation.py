@@ -129,8 +129,9 @@ def task_config(task: str, overrides: list[str] | None = None):
         raise UserError(f"unknown task {task!r}; pick one of: {', '.join(compose.group_entries('task'))}")
     cfg = compose.compose([f"task={task}", *(overrides or [])], check=False)
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
-    if embedded.ADDITION in wanted:
+    if embedded.ADDITION in wanted:  # the same data `rlvr train` prepares (train.prepare)
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
+        embedded.ensure_addition_trained_data(Path(cfg.rlvr.data_dir))
     return cfg
 
 
