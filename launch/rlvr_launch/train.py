@@ -36,6 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the run's outputs go (default: a new folder under ./runs); an existing one is resumed",
     )
     parser.add_argument("--verbose", action="store_true", help="show verl's and Ray's own logs")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="join this running Ray cluster (HOST:PORT of its GCS, from a node of it) instead of starting a "
+        "private Ray; an exported RAY_ADDRESS alone is ignored outside a Ray job",
+    )
+
+
+# Set by `rlvr train --address`: the user asked to join that cluster.
+JOIN_ENV = "RLVR_JOIN_RAY_ADDRESS"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
         os.environ.setdefault("VERL_LOGGING_LEVEL", "WARN")
         warnings.filterwarnings("ignore", module=r"(verl|ray|torch|transformers|hydra)(\.|$)")
+    if getattr(args, "address", None):
+        os.environ["RAY_ADDRESS"] = os.environ[JOIN_ENV] = args.address
     note = ray_plan_note()
     if note:
         log(note)
@@ -273,6 +285,8 @@ def ray_plan_note() -> str | None:
         return None
     if inside_ray_job():
         return f"inside a Ray job: joining its cluster at {address}"
+    if os.environ.get(JOIN_ENV) == address:
+        return f"--address: joining the Ray cluster at {address}"
     return (
         f"RAY_ADDRESS={address} is set in this shell and ignored: rlvr train runs on its own private Ray; "
         "to run on that cluster use `rlvr submit --address URL`"
@@ -296,9 +310,10 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
     if ray.is_initialized():
         return False, None
     quiet = {} if verbose else {"logging_level": logging.ERROR}
-    if os.environ.get("RAY_ADDRESS") and inside_ray_job():
+    address = os.environ.get("RAY_ADDRESS")
+    if address and (inside_ray_job() or os.environ.get(JOIN_ENV) == address):
         # The job's log keeps everything (`rlvr logs`); `rlvr submit --follow` shows rlvr's lines of it.
-        ray.init(address=os.environ["RAY_ADDRESS"], runtime_env=runtime_env, log_to_driver=True, **quiet)
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=True, **quiet)
         return False, None
     # Outside a job an exported RAY_ADDRESS was announced as ignored (ray_plan_note): keep it from
     # anything in this process that would read it.

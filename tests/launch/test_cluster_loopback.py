@@ -50,8 +50,10 @@ def _train(
     env: dict, run_dir: Path, overrides: list[str], timeout: float = 900
 ) -> subprocess.CompletedProcess:
     started = time.monotonic()
+    # rlvr train ignores an exported RAY_ADDRESS outside a Ray job; --address joins the loopback cluster.
+    join = ["--address", env["RAY_ADDRESS"]] if env.get("RAY_ADDRESS") else []
     out = subprocess.run(
-        [RLVR, "train", "--run-dir", str(run_dir), *overrides],
+        [RLVR, "train", "--run-dir", str(run_dir), *join, *overrides],
         env=env,
         capture_output=True,
         text=True,
