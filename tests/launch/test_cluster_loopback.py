@@ -147,7 +147,12 @@ def test_heterogeneous_cluster_keeps_verl_off_the_slim_verifier_node(bare_head, 
             _joining_env(bare_head, tmp_path / "home"),
             run_dir,
             # Every answer goes to the actors (none decided in the caller), so the pool really works there.
-            [*SMALL_STEPS, "+reward.reward_kwargs.rlvr.pool.quick_in_caller=false"],
+            # cpu_demo fixes 1 actor for a laptop; without it the pool is sized from the cluster.
+            [
+                *SMALL_STEPS,
+                "+reward.reward_kwargs.rlvr.pool.quick_in_caller=false",
+                "~reward.reward_kwargs.rlvr.pool.num_actors",
+            ],
         )
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
         trained = [r for r in _rows(run_dir) if int(r.get("training/global_step", 0)) > 0]
