@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -117,16 +118,23 @@ def test_requests_arriving_over_a_burst_are_decoded_in_a_few_batched_calls(tiny_
     server = HFServer(config, SimpleNamespace(path=str(tiny_model_dir)), replica_rank=0, node_rank=0)
     prompt = _prompt(tokenizer, "2+2=")
 
+    sent: list[float] = []
+
     async def go():
         async def one(i):
             await asyncio.sleep(0.002 * i)  # 48 requests over ~96 ms, as the agent loop streams them
+            sent.append(time.monotonic())
             return await server.generate(prompt, {"temperature": 1.0, "logprobs": True}, f"r{i}")
 
         return await asyncio.gather(*[one(i) for i in range(48)])
 
     outputs = asyncio.run(go())
+    # On a loaded machine the event loop's timers fire late and stretch the burst: every further 8 ms of
+    # spread beyond the nominal 96 ms may cost one more decode call (never enough for one call per request).
+    stretched = max(0.0, (max(sent) - min(sent)) - 0.096)
+    bound = 12 + int(stretched / 0.008)
     assert len(outputs) == 48 and all(1 <= len(o.token_ids) <= 4 for o in outputs)
     stats = server.batching()
     assert stats["decoded_requests"] == 48
     # One decode per request would be 48 calls; requests that arrive while a batch decodes join the next.
-    assert stats["decode_calls"] <= 12, stats
+    assert bound < 48 and stats["decode_calls"] <= bound, (stats, bound)
