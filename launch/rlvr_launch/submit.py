@@ -221,14 +221,6 @@ def build_runtime_env(
     return env
 
 
-def experiment_of(overrides: list[str]) -> str:
-    for item in overrides:
-        key, sep, value = item.lstrip("+~").partition("=")
-        if sep and key == "experiment":
-            return value
-    return "default"
-
-
 def new_job_id(experiment: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", experiment).strip("-") or "run"
     return f"rlvr-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
