@@ -2,8 +2,10 @@
 
 vLLM's message queues (`psm_*`, 160-250 MB each) and verl's weight-sync buffer (`verl_weights_*`, the
 bucket size) live in /dev/shm. Ray stops the processes that created them with SIGKILL, so nothing
-unlinks them, and a few runs fill the machine's shared memory. Only segments that a process of this
-run had open are removed: another run on the same machine keeps its own.
+unlinks them, and a few runs fill the machine's shared memory. Removed at the end of a run: the
+segments a process of this run has open, and those that appeared while it ran and that no live process
+holds (a vLLM worker that crashed mid-run leaves its queues unheld and, reparented, outside the run's
+process tree). A segment another live run holds is never removed.
 """
 
 from __future__ import annotations
@@ -65,6 +67,66 @@ def _segments_of(pid: int) -> set[Path]:
         for p in paths
         if p.startswith(f"{SHM_DIR}/") and Path(p).name.startswith(SEGMENT_PREFIXES) and "/" not in p[9:]
     }
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22: start time, survives no pid reuse
+
+
+def run_processes(root: int | None = None) -> dict[int, int]:
+    """The process tree below `root` (default: this process), as pid -> start time."""
+    root = os.getpid() if root is None else root
+    found = {}
+    for pid in descendants(root):
+        if (start := _start_time(pid)) is not None:
+            found[pid] = start
+    return found
+
+
+def kill_survivors(processes: dict[int, int], grace_s: float = 10.0) -> list[int]:
+    """SIGKILL the processes of a stopped run that are still alive after `grace_s`.
+
+    Ray's shutdown stops its own workers, but a process a worker spawned (vLLM's engine core) is
+    reparented when its worker dies and can outlive the run, holding its shared memory. The start time
+    guards against a reused pid. Returns the pids killed."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = [pid for pid, start in processes.items() if _start_time(pid) == start]
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    killed = []
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            continue
+    for pid in killed:  # reaped by init (or by us); wait until they are gone from /proc
+        for _ in range(40):
+            if _start_time(pid) != processes[pid]:
+                break
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            time.sleep(0.05)
+    return killed
+
+
+def present_segments() -> set[Path]:
+    """The segments in /dev/shm now, by name prefix."""
+    try:
+        return {p for p in SHM_DIR.iterdir() if p.name.startswith(SEGMENT_PREFIXES)}
+    except OSError:
+        return set()
 
 
 def held_segments(root: int | None = None) -> set[Path]:

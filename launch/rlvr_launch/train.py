@@ -545,6 +545,7 @@ def run_training(
     created_here = not rd.path.exists()
     rd.acquire()
     started_ray, ray_temp_dir = False, None
+    segments_before: set | None = None
     progress = None
     status = 1
     started = time.time()
@@ -586,6 +587,9 @@ def run_training(
             )
             env["WANDB_DIR"] = str(rd.path)
         os.environ.update(env)
+        from rlvr_cluster import shm
+
+        segments_before = shm.present_segments()
         started_ray, ray_temp_dir = _start_ray(cfg, env, verbose)
         placement.on_joined_cluster(cfg, joined=not started_ray, log=log)  # the pool on a cluster, sized
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
@@ -621,8 +625,12 @@ def run_training(
 
             from rlvr_cluster import shm
 
-            segments = shm.held_segments()  # vLLM's queues, verl's weight buffers: SIGKILL leaves them
+            # vLLM's queues, verl's weight buffers: SIGKILL leaves them; a crashed worker's are unheld.
+            segments = shm.held_segments() | (shm.present_segments() - (segments_before or set()))
+            processes = shm.run_processes()
             ray.shutdown()
+            if killed := shm.kill_survivors(processes):
+                log(f"stopped {len(killed)} processes of the run that outlived Ray's shutdown")
             if removed := shm.remove_segments(segments):
                 log(f"removed {len(removed)} shared-memory segments the run left in /dev/shm")
         if ray_temp_dir:
