@@ -8,7 +8,6 @@ from __future__ import annotations
 import fnmatch
 import importlib.metadata
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -16,25 +15,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from dockerfile_text import DOCKERFILE, global_args, installed, instructions
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "Dockerfile"
-
-
-def instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
-    out, pending = [], ""
-    for line in DOCKERFILE.read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#") or not stripped:
-            continue
-        pending += " " + stripped.rstrip("\\").strip()
-        if stripped.endswith("\\"):
-            continue
-        keyword, _, rest = pending.strip().partition(" ")
-        out.append((keyword.upper(), rest.strip()))
-        pending = ""
-    return out
 
 
 def stages() -> dict[str, list[tuple[str, str]]]:
@@ -49,31 +32,8 @@ def stages() -> dict[str, list[tuple[str, str]]]:
     return result
 
 
-def global_args() -> dict[str, str]:
-    args = {}
-    for keyword, rest in instructions():
-        if keyword == "FROM":
-            break
-        if keyword == "ARG" and "=" in rest:
-            name, _, value = rest.partition("=")
-            args[name] = value
-    return args
-
-
 def pip_installs(stage: list[tuple[str, str]]) -> list[str]:
-    packages = []
-    for keyword, rest in stage:
-        if keyword != "RUN":
-            continue
-        segment: list[str] = []
-        for word in [*shlex.split(rest), "&&"]:
-            if word not in ("&&", "||", ";"):
-                segment.append(word)
-                continue
-            if segment[:2] == ["pip", "install"]:
-                packages += [w for w in segment[2:] if not w.startswith("-")]
-            segment = []
-    return packages
+    return installed([rest for keyword, rest in stage if keyword == "RUN"], ["pip", "install"])
 
 
 def _pyproject() -> dict:

@@ -13,50 +13,23 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import shlex
 import tomllib
 from pathlib import Path
 
 import pytest
+from dockerfile_text import global_args, installed, instructions
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "Dockerfile"
 # python3 of each Ubuntu release (Ubuntu keeps the patch level for a release's lifetime).
 UBUNTU_PYTHON = {"22.04": "3.10.12", "24.04": "3.12.3"}
 
 
-def _instructions() -> list[tuple[str, str]]:
-    out, pending = [], ""
-    for line in DOCKERFILE.read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#") or not stripped:
-            continue
-        pending += " " + stripped.rstrip("\\").strip()
-        if stripped.endswith("\\"):
-            continue
-        keyword, _, rest = pending.strip().partition(" ")
-        out.append((keyword.upper(), rest.strip()))
-        pending = ""
-    return out
-
-
-def _global_args() -> dict[str, str]:
-    args = {}
-    for keyword, rest in _instructions():
-        if keyword == "FROM":
-            break
-        if keyword == "ARG":
-            name, _, value = rest.partition("=")
-            args[name] = value
-    return args
-
-
 def _stages() -> dict[str, dict]:
     """name -> {"image": resolved base image, "args": ARG names, "run": [RUN texts]}."""
-    args = _global_args()
+    args = global_args()
     stages: dict[str, dict] = {}
     current = None
-    for keyword, rest in _instructions():
+    for keyword, rest in instructions():
         if keyword == "FROM":
             words = rest.split()
             image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], words[0])
@@ -75,17 +48,7 @@ def _ubuntu_release(image: str) -> str | None:
 
 
 def _apt_packages(stage: dict) -> set[str]:
-    packages = set()
-    for run in stage["run"]:
-        segment: list[str] = []
-        for word in [*shlex.split(run), "&&"]:
-            if word not in ("&&", "||", ";"):
-                segment.append(word)
-                continue
-            if segment[:2] == ["apt-get", "install"]:
-                packages |= {w.split("=")[0] for w in segment[2:] if not w.startswith("-")}
-            segment = []
-    return packages
+    return {word.split("=")[0] for word in installed(stage["run"], ["apt-get", "install"])}
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +58,7 @@ def stages() -> dict[str, dict]:
 
 def test_both_targets_run_the_same_python(stages):
     """Same base Ubuntu release, python3 from its apt, and a build-time check against one PYTHON_VERSION."""
-    version = _global_args().get("PYTHON_VERSION")
+    version = global_args().get("PYTHON_VERSION")
     assert version and re.fullmatch(r"\d+\.\d+\.\d+", version), "a global ARG PYTHON_VERSION=X.Y.Z"
     releases = {}
     for target in ("trainer", "verifier"):
