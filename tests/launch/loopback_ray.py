@@ -140,6 +140,39 @@ def _end(procs: list[psutil.Process]) -> None:
             pass
 
 
+def _node_args(ports, worker_start, num_cpus, num_gpus, temp_dir, resources) -> list[str]:
+    """`ray start` arguments every loopback node needs: its own ports, worker range, resources, temp dir."""
+    node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics = ports
+    args = [
+        "--node-manager-port",
+        str(node_manager),
+        "--object-manager-port",
+        str(object_manager),
+        "--dashboard-agent-listen-port",
+        str(agent_listen),
+        "--dashboard-agent-grpc-port",
+        str(agent_grpc),
+        "--runtime-env-agent-port",
+        str(runtime_env_agent),
+        "--metrics-export-port",
+        str(metrics),
+        "--min-worker-port",
+        str(worker_start),
+        "--max-worker-port",
+        str(worker_start + WORKER_PORTS - 1),
+        "--num-cpus",
+        str(num_cpus),
+        "--num-gpus",
+        str(num_gpus),
+        "--temp-dir",
+        str(temp_dir),
+        "--disable-usage-stats",
+    ]
+    if resources:
+        args += ["--resources", json.dumps(resources)]
+    return args
+
+
 def start_head(
     root: Path, *, num_cpus: int = 8, num_gpus: int = 1, resources: dict | None = None
 ) -> LoopbackRay:
@@ -198,32 +231,14 @@ def start_head(
         "true",
         "--ray-client-server-port",
         str(client),
-        "--node-manager-port",
-        str(node_manager),
-        "--object-manager-port",
-        str(object_manager),
-        "--dashboard-agent-listen-port",
-        str(agent_listen),
-        "--dashboard-agent-grpc-port",
-        str(agent_grpc),
-        "--runtime-env-agent-port",
-        str(runtime_env_agent),
-        "--metrics-export-port",
-        str(metrics),
-        "--min-worker-port",
-        str(worker_start),
-        "--max-worker-port",
-        str(worker_start + WORKER_PORTS - 1),
-        "--num-cpus",
-        str(num_cpus),
-        "--num-gpus",
-        str(num_gpus),
-        "--temp-dir",
-        str(temp_dir),
-        "--disable-usage-stats",
-    ]
-    if resources:
-        cmd += ["--resources", json.dumps(resources)]
+    ] + _node_args(
+        (node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics),
+        worker_start,
+        num_cpus,
+        num_gpus,
+        temp_dir,
+        resources,
+    )
     log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the head
     # In its own directory, as on a real cluster: a job without a working_dir runs in the head's cwd,
     # which must not be this checkout (it would hide a job that cannot find its recipes).
@@ -301,32 +316,14 @@ def start_node(
         "--block",
         "--node-ip-address",
         "127.0.0.1",
-        "--node-manager-port",
-        str(node_manager),
-        "--object-manager-port",
-        str(object_manager),
-        "--dashboard-agent-listen-port",
-        str(agent_listen),
-        "--dashboard-agent-grpc-port",
-        str(agent_grpc),
-        "--runtime-env-agent-port",
-        str(runtime_env_agent),
-        "--metrics-export-port",
-        str(metrics),
-        "--min-worker-port",
-        str(worker_start),
-        "--max-worker-port",
-        str(worker_start + WORKER_PORTS - 1),
-        "--num-cpus",
-        str(num_cpus),
-        "--num-gpus",
-        str(num_gpus),
-        "--temp-dir",
-        str(root / "t"),
-        "--disable-usage-stats",
-    ]
-    if resources:
-        cmd += ["--resources", json.dumps(resources)]
+    ] + _node_args(
+        (node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics),
+        worker_start,
+        num_cpus,
+        num_gpus,
+        root / "t",
+        resources,
+    )
     log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the node
     process = subprocess.Popen(
         cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
