@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 RAY_NUM_CPUS = 2
 
 
+@pytest.mark.slow  # a private local Ray head: ~25 s
 def test_the_cpu_recipe_builds_verls_agent_loop_worker_in_this_process_and_no_actor(
     private_ray, tiny_model_dir
 ):
