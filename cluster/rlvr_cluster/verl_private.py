@@ -34,6 +34,15 @@ vLLM on CPU (`rollout=vllm` with `platform=cpu`, rlvr_cluster/vllm_cpu.py):
    timeout: when the vLLM side of a sync dies or stops answering, the trainer waits forever. On the
    cpu platform its socket gets a receive timeout (RLVR_WEIGHT_SYNC_TIMEOUT_S, default 300 s) and the
    timeout becomes an error that says what failed.
+
+The in-process agent loop (rlvr_cluster/in_process_agent_loop.py, selected through verl's public
+`rollout.agent.agent_loop_manager_class`):
+
+8. verl's `AgentLoopManager` keeps an `agent_loop_workers_class` set before its `__init__` (the hook its
+   own TransferQueue subclass uses), builds each worker as `agent_loop_workers_class.options(...)
+   .remote(...)` in `_init_agent_loop_workers`, and calls the workers only through
+   `worker.generate_sequences.remote(chunk)` in `generate_sequences`, awaiting the results with
+   asyncio.gather. `AGENT_LOOP_WORKER_CALLS` lists the manager's methods that touch its workers.
 """
 
 from __future__ import annotations
@@ -54,6 +63,13 @@ TOKEN_OUTPUT_READERS = {
     "verl.experimental.agent_loop.single_turn_agent_loop": ("SingleTurnAgentLoop.run",),
 }
 HF_ROLLOUT_ADAPTER = "rlvr_cluster.hf_rollout.HFRolloutAdapter"
+# Detail 8: verl's AgentLoopManager methods -> how each touches agent_loop_workers_class / its workers.
+AGENT_LOOP_WORKER_CALLS = {
+    "__init__": 'if not hasattr(self, "agent_loop_workers_class")',
+    "create": "await instance._init_agent_loop_workers()",
+    "_init_agent_loop_workers": "self.agent_loop_workers_class.options(",
+    "generate_sequences": "worker.generate_sequences.remote(chunk)",
+}
 
 
 def register_hf_rollout_adapter() -> None:

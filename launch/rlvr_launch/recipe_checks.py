@@ -14,6 +14,8 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - Token budgets: with dynamic batch sizing, one sequence (max_prompt_length + max_response_length) must
   fit in `actor.ppo_max_token_len_per_gpu`.
 - `rlvr.verifier_placement` is one of the known policies (rlvr_launch/placement.py).
+- A DAPO `algorithm.filter_groups.metric` that is a per-status indicator (`rlvr_timeout`, ...) needs
+  `reward.reward_kwargs.rlvr.status_indicators: true` (the reward returns them only when asked).
 
 `check_resume(cfg, stored)` refuses to resume a run directory whose checkpoints were written for another
 model or algorithm (a re-applied RayJob with a fixed --run-dir, or `rlvr train --run-dir` with a changed
@@ -109,12 +111,29 @@ def _check_placement(cfg) -> None:
         raise UserError(f"rlvr.verifier_placement={placement!r}: use one of {', '.join(PLACEMENTS)}")
 
 
+def _check_filter_metric(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    from rlvr_verifiers.base import STATUSES
+
+    if not OmegaConf.select(cfg, "algorithm.filter_groups.enable", default=False):
+        return
+    metric = str(OmegaConf.select(cfg, "algorithm.filter_groups.metric", default=""))
+    opted_in = OmegaConf.select(cfg, "reward.reward_kwargs.rlvr.status_indicators", default=False)
+    if metric in {f"rlvr_{s}" for s in STATUSES} and not opted_in:
+        raise UserError(
+            f"algorithm.filter_groups.metric={metric} is a per-status indicator, which the rlvr reward returns "
+            "only when asked: add reward.reward_kwargs.rlvr.status_indicators=true, or filter on acc"
+        )
+
+
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
     size_overlong_buffer(cfg)
     _check_overlong(cfg)
     _check_batches(cfg)
     _check_placement(cfg)
+    _check_filter_metric(cfg)
 
 
 # What a checkpoint is tied to: a run directory resumes only under the same values.

@@ -94,6 +94,24 @@ def test_the_hf_servers_reply_has_exactly_the_fields_of_verls_token_output_read_
             assert "isinstance(output" not in source and "model_dump" not in source, (module_name, qualname)
 
 
+def test_verls_agent_loop_manager_reaches_its_workers_only_through_the_class_hook_and_generate_sequences():
+    """Detail 8: the in-process manager answers exactly these calls; a manager method that reached its
+    workers another way (a new RPC, a placement call on the handle) would bypass the stand-in."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopManager
+
+    touching = {
+        name
+        for name, member in vars(AgentLoopManager).items()
+        if callable(getattr(member, "__func__", member))
+        and "agent_loop_workers" in inspect.getsource(getattr(member, "__func__", member))
+    }
+    assert touching == set(verl_private.AGENT_LOOP_WORKER_CALLS)
+    for name, call in verl_private.AGENT_LOOP_WORKER_CALLS.items():
+        assert call in inspect.getsource(getattr(AgentLoopManager, name)), name
+    generate = inspect.getsource(AgentLoopManager.generate_sequences)
+    assert generate.count("worker.") == 1 and "asyncio.gather" in generate
+
+
 # --- vLLM on CPU (verl_private items 5-7): read verl's source, so no vLLM import is needed ---------
 
 

@@ -302,6 +302,7 @@ def test_dapo_degrades_instead_of_hanging_when_no_group_is_informative(tmp_path)
         "algo=dapo",
         *DAPO_CPU_OVERRIDES,
         "algorithm.filter_groups.metric=rlvr_sandbox_error",
+        "reward.reward_kwargs.rlvr.status_indicators=true",  # the indicator columns are opt-in
         "algorithm.filter_groups.max_num_gen_batches=2",
     ]
     rows = _train(tmp_path, overrides)

@@ -131,6 +131,17 @@ def test_an_overlong_buffer_that_cannot_fit_is_refused_before_submission():
     assert cfg.reward.reward_kwargs.overlong_buffer_cfg.len == 2
 
 
+def test_filtering_dapo_groups_on_a_status_indicator_needs_the_opt_in_columns():
+    """The per-status indicators (rlvr_timeout, ...) are returned only when asked: filtering on one
+    without them is refused at composition with the switch named, not after every model has loaded."""
+    metric = "algorithm.filter_groups.metric=rlvr_timeout"
+    with pytest.raises(UserError, match=r"rlvr_timeout .*reward.reward_kwargs.rlvr.status_indicators=true"):
+        compose.compose(["algo=dapo", metric])
+    cfg = compose.compose(["algo=dapo", metric, "reward.reward_kwargs.rlvr.status_indicators=true"])
+    assert cfg.algorithm.filter_groups.metric == "rlvr_timeout"
+    compose.compose(["algo=dapo"])  # DAPO's own metric (acc) is always returned
+
+
 def test_batches_that_do_not_divide_are_refused():
     with pytest.raises(
         UserError, match=r"train_batch_size=100 is not a multiple of .*ppo_mini_batch_size=64"

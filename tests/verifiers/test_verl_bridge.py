@@ -227,9 +227,11 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
     ]
     # verl stacks reward_extra_info by the first sample's keys: every sample must carry the same keys.
     assert all(tuple(o["reward_extra_info"]) == EXTRA_KEYS for o in outputs)
-    for o in outputs:
-        info = o["reward_extra_info"]
-        assert sum(info[f"rlvr_{s}"] for s in STATUSES) == 1.0
+    # The per-status indicators are opt-in (each is a column shipped to the actor every step), and
+    # derivable from rlvr_status.
+    derived = verl_bridge.status_indicators_of(statuses)
+    assert all(sum(derived[f"rlvr_{s}"][i] for s in STATUSES) == 1.0 for i in range(len(statuses)))
+    assert derived["rlvr_invalid_input"] == [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
     assert outputs[0]["reward_extra_info"]["rlvr_latency_ms"] > 0
     assert outputs[3]["reward_extra_info"]["rlvr_latency_ms"] is None  # never sent to the pool
     # The five routable run_single calls reached the pool in fewer calls than samples (micro-batched).
@@ -297,6 +299,21 @@ def test_bridge_config_carries_the_reasoning_settings_and_rejects_bad_ones():
         config(reasoning_tags=["think", "/think"])
     with pytest.raises(ValueError, match="think_prefilled is set but reasoning tags are off"):
         config(reasoning_tags="off", think_prefilled=True)
+
+
+def test_status_indicator_columns_are_returned_only_when_asked():
+    verdict = Verdict(0.0, "timeout")
+    default = verl_bridge.extra_info_for("math", verdict, 0.5)
+    assert tuple(default) == EXTRA_KEYS and not set(default) & set(verl_bridge.STATUS_INDICATOR_KEYS)
+    asked = verl_bridge.extra_info_for("math", verdict, 0.5, status_indicators=True)
+    assert tuple(asked) == EXTRA_KEYS + verl_bridge.STATUS_INDICATOR_KEYS
+    assert {k: asked[k] for k in verl_bridge.STATUS_INDICATOR_KEYS} == {
+        k: v[0] for k, v in verl_bridge.status_indicators_of(["timeout"]).items()
+    }
+    assert asked["rlvr_timeout"] == 1.0 and asked["rlvr_ok"] == 0.0
+    cfg = {"reward": {"reward_kwargs": {"rlvr": {"status_indicators": True}}}}
+    assert verl_bridge.BridgeConfig.from_verl_config(cfg).status_indicators is True
+    assert verl_bridge.BridgeConfig.from_verl_config({}).status_indicators is False
 
 
 def test_step_metrics_count_responses_without_an_answer_region():

@@ -37,11 +37,15 @@ response is decoded with the tags kept (skipping special tokens would delete the
 reasoning into answer text).
 
 What comes back per sample (verl's `reward_extra_info`; every sample carries the same keys, as verl
-requires): `acc` (the score), `rlvr_verifier`, `rlvr_status`, `rlvr_latency_ms` (None when never sent), and one 0/1 indicator
-per status (`rlvr_ok`, `rlvr_wrong`, `rlvr_parse_error`, `rlvr_timeout`, `rlvr_sandbox_error`,
-`rlvr_invalid_input`), and `rlvr_no_answer_region` (1 when the response has no answer region: its
-reasoning block never closes, e.g. cut by max_response_length). verl's validation averages the numeric
-ones per data source and dumps them with each step's rollouts; `step_metrics()` turns a step's values
+requires): `acc` (the score), `rlvr_verifier`, `rlvr_status`, `rlvr_latency_ms` (None when never sent), and
+`rlvr_no_answer_region` (1 when the response has no answer region: its reasoning block never closes, e.g.
+cut by max_response_length). One 0/1 indicator per status (`rlvr_ok`, `rlvr_wrong`, `rlvr_parse_error`,
+`rlvr_timeout`, `rlvr_sandbox_error`, `rlvr_invalid_input`) is opt-in (`status_indicators: true`): each
+is derivable from `rlvr_status` (`status_indicators()`, `step_metrics()`, `rlvr diagnose`), while every
+per-sample column is shipped to the actor three times a step as a non-tensor column, which costs a small
+model's CPU step more than its compute. Opt in for verl's validation to average the indicators per data
+source (`val-aux/<source>/rlvr_timeout/mean@1`) or to filter DAPO's groups on one. verl's validation
+averages the numeric columns per data source and dumps them all with each step's rollouts; `step_metrics()` turns a step's values
 into per-verifier figures (latency p50/p99, timeouts, parse failures, sandbox errors, pass rate,
 responses without an answer region) for a trainer-side logger. Each micro-batch's pool metrics and its
 count of responses without an answer region are also logged here.
@@ -101,11 +105,8 @@ ROUTE_TABLE: tuple[tuple[str, str], ...] = (
 JSON_GROUND_TRUTH = frozenset({"code", "countdown", "tool_call"})
 UNROUTED = "unrouted"  # the metrics bucket of samples no verifier was found for
 NO_ANSWER_REGION = "rlvr_no_answer_region"
-EXTRA_KEYS = (
-    ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms")
-    + tuple(f"rlvr_{s}" for s in STATUSES)
-    + (NO_ANSWER_REGION,)
-)
+EXTRA_KEYS = ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms", NO_ANSWER_REGION)
+STATUS_INDICATOR_KEYS = tuple(f"rlvr_{s}" for s in STATUSES)  # opt-in: BridgeConfig.status_indicators
 
 
 @dataclass
@@ -138,6 +139,14 @@ class BridgeConfig:
         default=False,
         metadata={
             "help": "The chat template puts OPEN into the prompt: a response without CLOSE has no answer."
+        },
+    )
+    status_indicators: bool = field(
+        default=False,
+        metadata={
+            "help": "Also return one 0/1 column per verdict status (rlvr_ok, rlvr_timeout, ...), for "
+            "verl's per-data-source validation means or a filter_groups metric; off, they are derived "
+            "from rlvr_status after the fact, and each step ships 6 fewer per-sample columns."
         },
     )
 
@@ -220,8 +229,13 @@ def make_item(verifier: str, response: str, ground_truth: Any, extra: dict | Non
 
 
 def extra_info_for(
-    verifier: str, verdict: Verdict, latency_s: float | None, no_answer_region: bool = False
+    verifier: str,
+    verdict: Verdict,
+    latency_s: float | None,
+    no_answer_region: bool = False,
+    status_indicators: bool = False,
 ) -> dict[str, Any]:
+    """One sample's reward-extra columns: EXTRA_KEYS, then STATUS_INDICATOR_KEYS when opted in."""
     info: dict[str, Any] = {
         "acc": float(verdict.score),
         "rlvr_verifier": verifier,
@@ -229,11 +243,17 @@ def extra_info_for(
         # None, not NaN, for a sample never sent to the pool: verl's validation metrics skip None values,
         # while one NaN would turn a whole data source's mean latency into NaN.
         "rlvr_latency_ms": 1000.0 * latency_s if latency_s is not None else None,
+        NO_ANSWER_REGION: 1.0 if no_answer_region else 0.0,
     }
-    for status in STATUSES:
-        info[f"rlvr_{status}"] = 1.0 if verdict.status == status else 0.0
-    info[NO_ANSWER_REGION] = 1.0 if no_answer_region else 0.0
+    if status_indicators:
+        info.update({k: v[0] for k, v in status_indicators_of([verdict.status]).items()})
     return info
+
+
+def status_indicators_of(statuses: Sequence[Any]) -> dict[str, list[float]]:
+    """The per-status 0/1 columns (`rlvr_ok`, `rlvr_timeout`, ...) derived from `rlvr_status` values, e.g.
+    from a rollout dump of a run that did not opt into `status_indicators`."""
+    return {f"rlvr_{s}": [1.0 if str(x) == s else 0.0 for x in statuses] for s in STATUSES}
 
 
 def special_tag_ids(tokenizer: Any, tags: reasoning.Tags | None) -> dict[int, str]:
@@ -450,7 +470,9 @@ class RlvrRewardManager(RewardManagerBase):
         no_answer_region: bool = False,
     ) -> dict:
         # Every sample carries the same extra-info keys: verl builds its columns from the first one.
-        info = extra_info_for(verifier, verdict, latency, no_answer_region)
+        info = extra_info_for(
+            verifier, verdict, latency, no_answer_region, self.bridge_config.status_indicators
+        )
         info.update(self.overlong.extra_info(response_length))
         return {
             "reward_score": float(verdict.score) + self.overlong.penalty(response_length),
