@@ -112,10 +112,6 @@ EXTRA_KEYS = (
     + tuple(f"rlvr_{s}" for s in STATUSES)
     + (NO_ANSWER_REGION,)
 )
-# The thinking_budget agent loop's per-sample fields -> this manager's columns (same names, rlvr_ prefix).
-THINKING_BUDGET_LOOP = "thinking_budget"  # == rlvr_cluster.thinking_budget.AGENT_LOOP_NAME (no verl import)
-THINKING_FIELDS = ("thinking_budget_hit", "thinking_tokens", "answer_tokens")
-THINKING_KEYS = tuple(f"rlvr_{f}" for f in THINKING_FIELDS)
 
 
 @dataclass
@@ -403,6 +399,12 @@ class _MicroBatcher:
         for (_, _, future), verdict, latency in zip(batch, result.verdicts, result.latencies_s, strict=True):
             if not future.done():
                 future.set_result((verdict, latency))
+
+
+# The thinking_budget agent loop's per-sample fields -> this manager's columns (same names, rlvr_ prefix).
+THINKING_BUDGET_LOOP = "thinking_budget"  # == rlvr_cluster.thinking_budget.AGENT_LOOP_NAME (no verl import)
+THINKING_FIELDS = ("thinking_budget_hit", "thinking_tokens", "answer_tokens")
+THINKING_KEYS = tuple(f"rlvr_{f}" for f in THINKING_FIELDS)
 
 
 class RlvrRewardManager(RewardManagerBase):
