@@ -50,7 +50,7 @@ Thinking budget (rlvr_cluster.thinking_budget): where the run's default agent lo
 the sample's agent-loop fields (verl's `tool_extra_fields`) carry them, every sample also gets
 `rlvr_thinking_budget_hit`, `rlvr_thinking_tokens` and `rlvr_answer_tokens` (None for a sample from
 another loop). verl dumps them with each step's rollouts, from which `rlvr train` derives the per-step
-budget figures in metrics.jsonl (rlvr_cluster.thinking_budget.step_metrics_from_rollouts).
+budget figures in metrics.jsonl (rlvr_cluster.thinking_metrics.step_metrics_from_rollouts).
 """
 
 from __future__ import annotations
@@ -428,7 +428,26 @@ class RlvrRewardManager(RewardManagerBase):
         agent = _get_path(config, ("actor_rollout_ref", "rollout", "agent", "default_agent_loop"))
         self._thinking_columns = agent == THINKING_BUDGET_LOOP
 
+    def _thinking_info(self, ntb: dict) -> dict[str, Any]:
+        """The budget loop's fields of this sample as rlvr_ columns: from verl's `tool_extra_fields` (the
+        reward computed inside the agent loop) or the batch's own columns (the reward computed later)."""
+        fields_ = _scalar(ntb.get("tool_extra_fields"))
+        fields_ = fields_ if isinstance(fields_, dict) else {}
+        values = {f: fields_.get(f, _scalar(ntb.get(f))) for f in THINKING_FIELDS}
+        if not self._thinking_columns and all(v is None for v in values.values()):
+            return {}
+        return {
+            key: None if values[f] is None else float(values[f])
+            for key, f in zip(THINKING_KEYS, THINKING_FIELDS, strict=True)
+        }
+
     async def run_single(self, data: DataProto) -> dict:
+        """The sample's verdict (`_score_single`), plus the thinking budget loop's columns."""
+        answer = await self._score_single(data)
+        answer["reward_extra_info"].update(self._thinking_info(data[-1:][0].non_tensor_batch))
+        return answer
+
+    async def _score_single(self, data: DataProto) -> dict:
         data = data[-1:]  # multi-sequence outputs: the last sequence is scored, as in verl's managers
         data_item = data[0]
         response_ids = data_item.batch["responses"]
@@ -447,13 +466,12 @@ class RlvrRewardManager(RewardManagerBase):
         reward_model = _scalar(ntb.get("reward_model")) or {}
         ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
 
-        thinking = self._thinking_info(ntb)
         verifier = route(data_source, ability, extra_info, self.bridge_config.routes)
         if verifier is None:
             verdict = Verdict(
                 0.0, INVALID_INPUT, f"no verifier for data_source={data_source!r} ability={ability!r}"
             )
-            return self._answer(UNROUTED, verdict, None, int(valid_length), no_region, thinking)
+            return self._answer(UNROUTED, verdict, None, int(valid_length), no_region)
         extra = {
             "data_source": data_source,
             "reasoning_tags": reasoning.tags_setting(self.reasoning_tags),
@@ -461,22 +479,9 @@ class RlvrRewardManager(RewardManagerBase):
         }
         item = make_item(verifier, response, ground_truth, extra)
         if isinstance(item, Verdict):
-            return self._answer(verifier, item, None, int(valid_length), no_region, thinking)
+            return self._answer(verifier, item, None, int(valid_length), no_region)
         verdict, latency = await self._batcher.submit(verifier, item, no_region)
-        return self._answer(verifier, verdict, latency, int(valid_length), no_region, thinking)
-
-    def _thinking_info(self, ntb: dict) -> dict[str, Any]:
-        """The budget loop's fields of this sample as rlvr_ columns: from verl's `tool_extra_fields` (the
-        reward computed inside the agent loop) or the batch's own columns (the reward computed later)."""
-        fields_ = _scalar(ntb.get("tool_extra_fields"))
-        fields_ = fields_ if isinstance(fields_, dict) else {}
-        values = {f: fields_.get(f, _scalar(ntb.get(f))) for f in THINKING_FIELDS}
-        if not self._thinking_columns and all(v is None for v in values.values()):
-            return {}
-        return {
-            key: None if values[f] is None else float(values[f])
-            for key, f in zip(THINKING_KEYS, THINKING_FIELDS, strict=True)
-        }
+        return self._answer(verifier, verdict, latency, int(valid_length), no_region)
 
     def _answer(
         self,
@@ -485,12 +490,10 @@ class RlvrRewardManager(RewardManagerBase):
         latency: float | None,
         response_length: int,
         no_answer_region: bool = False,
-        thinking: dict[str, Any] | None = None,
     ) -> dict:
         # Every sample carries the same extra-info keys: verl builds its columns from the first one.
         info = extra_info_for(verifier, verdict, latency, no_answer_region)
         info.update(self.overlong.extra_info(response_length))
-        info.update(thinking or {})
         return {
             "reward_score": float(verdict.score) + self.overlong.penalty(response_length),
             "reward_extra_info": info,
