@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -119,3 +122,25 @@ def test_the_qwen3_pipeline_runs_the_four_stages_with_the_new_kinds():
     ]
     fusion = next(s for s in spec["stages"] if s["kind"] == "fusion")
     assert fusion["inputs"] == {"model": "rl_merge.model", "data": "traces.data"}
+
+
+def test_the_budget_eval_stage_writes_the_sweep_its_picture_and_per_budget_metrics(tiny_model_dir, tmp_path):
+    stage = stages.Stage(
+        name="budget_eval",
+        kind="budget_eval",
+        dir=tmp_path,
+        inputs={"model": str(tiny_model_dir)},
+        args={"task": "addition", "budgets": [4, 0], "limit": 3},
+        log=lambda _m: None,
+    )
+    result = stages.STAGE_KINDS["budget_eval"](stage)
+    report = json.loads(Path(result["outputs"]["report"]).read_text())
+    assert [r["budget"] for r in report["thinking"]] == [0, 4] and report["prompts"] == 3
+    assert result["metrics"] == {
+        "pass@1_budget_0": report["thinking"][0]["pass@1"],
+        "pass@1_budget_4": report["thinking"][1]["pass@1"],
+        "pass@1_non_thinking": report["non_thinking"]["pass@1"],
+    }
+    assert Path(result["outputs"]["plot"]).read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(UserError, match="needs args.task"):
+        stages.STAGE_KINDS["budget_eval"](stages.Stage("b", "budget_eval", tmp_path, args={}))
