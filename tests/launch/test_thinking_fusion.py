@@ -121,7 +121,7 @@ def test_the_qwen3_pipeline_runs_the_four_stages_with_the_new_kinds():
         "budget_eval",
     ]
     fusion = next(s for s in spec["stages"] if s["kind"] == "fusion")
-    assert fusion["inputs"] == {"model": "rl_merge.model", "data": "traces.data"}
+    assert fusion["inputs"] == {"model": "rl_merge.model", "data": "embedded://addition_long_cot"}
 
 
 def test_the_budget_eval_stage_writes_the_sweep_its_picture_and_per_budget_metrics(tiny_model_dir, tmp_path):
