@@ -113,7 +113,6 @@ def test_the_qwen3_pipeline_runs_the_four_stages_with_the_new_kinds():
         "merge",
         "rl",
         "merge",
-        "sample",
         "fusion",
         "merge",
         "mixed_mode_rl",
