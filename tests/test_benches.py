@@ -45,6 +45,12 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     # TRL is an optional bench-only extra (it is not in the test install): the report path runs on the
     # recorded result of a real run (bench/results/vs_trl.json, copied into the test's folder).
     "vs_trl.py": (["--report", "{tmp}/vs_trl.json"], r"TRL GRPOTrainer\s+ratio"),
+    # The qwen3 pipeline is minutes of training: the report path runs on a recorded result
+    # (bench/results/thinking_budget.json, from the slow e2e test's run size).
+    "thinking_budget.py": (
+        ["--report", "{tmp}/thinking_budget.json"],
+        r"non-thinking pass@1 fused vs reasoning RL",
+    ),
 }
 RECORDED = BENCH / "results"
 

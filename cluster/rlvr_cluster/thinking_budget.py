@@ -19,18 +19,19 @@ Per sample it records (in `extra_fields`, which verl puts in the batch's non_ten
 `thinking_budget_hit` (0/1), `thinking_tokens` (response tokens up to and including the close of the
 block; B on a hit), `answer_tokens` (generated tokens after the block). `step_metrics` turns these
 plus the scores into the per-step figures (hit rate, thinking length mean/p90, answer length,
-accuracy split by hit / not hit).
+accuracy split by hit / not hit; rlvr_cluster.thinking_metrics, which imports no verl).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.utils.profiler import simple_timer
+
+from rlvr_cluster.thinking_metrics import step_metrics, step_metrics_from_rollouts  # noqa: F401 - re-exported
 
 logger = logging.getLogger(__name__)
 
@@ -85,36 +86,6 @@ def close_index(tokenizer, token_ids: list[int]) -> int | None:
     return lo
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def step_metrics(
-    hits: list[int], thinking_tokens: list[int], answer_tokens: list[int], scores: list[float]
-) -> dict[str, float]:
-    """Per-step figures of one batch; accuracy = share of samples with score > 0. NaN-free: a split
-    with no samples is left out rather than reported as 0."""
-    n = len(hits)
-    if not (n == len(thinking_tokens) == len(answer_tokens) == len(scores)) or n == 0:
-        raise ValueError(
-            "step_metrics needs one hit flag, thinking length, answer length and score per sample"
-        )
-    out = {
-        "thinking/budget_hit_rate": sum(hits) / n,
-        "thinking/thinking_tokens/mean": sum(thinking_tokens) / n,
-        "thinking/thinking_tokens/p90": _quantile([float(t) for t in thinking_tokens], 0.9),
-        "thinking/answer_tokens/mean": sum(answer_tokens) / n,
-    }
-    for label, flag in (("hit", 1), ("not_hit", 0)):
-        group = [s for h, s in zip(hits, scores, strict=True) if int(h) == flag]
-        if group:
-            out[f"thinking/accuracy/{label}"] = sum(float(s) > 0 for s in group) / len(group)
-    return out
-
-
 @register(AGENT_LOOP_NAME)
 class ThinkingBudgetAgentLoop(AgentLoopBase):
     """Single-turn generation with the reasoning block capped at a token budget."""
@@ -164,17 +135,23 @@ class ThinkingBudgetAgentLoop(AgentLoopBase):
         enforce = (
             budget is not None and budget < self.response_length and not self._prompt_closes_block(prompt_ids)
         )
-        first = await self._generate(
-            prompt_ids, sampling_params, budget if enforce else None, priority, metrics
-        )
-        gen1 = list(first.token_ids)
-        lp1 = list(first.log_probs) if first.log_probs else None
+        if enforce and budget == 0:
+            # A zero budget: no reasoning at all, the phrase closes the block at once (no server call
+            # asks for 0 tokens: vLLM refuses max_tokens=0).
+            first = None
+            gen1, lp1 = [], [] if want_logprobs else None
+        else:
+            first = await self._generate(
+                prompt_ids, sampling_params, budget if enforce else None, priority, metrics
+            )
+            gen1 = list(first.token_ids)
+            lp1 = list(first.log_probs) if first.log_probs else None
         ended = bool(gen1) and gen1[-1] in self.eos_ids
         closed_at = close_index(self.tokenizer, gen1)
         response_ids, response_mask = list(gen1), [1] * len(gen1)
         response_logprobs = lp1
         hit = 0
-        extra = dict(first.extra_fields)
+        extra = dict(first.extra_fields) if first is not None else {}
         if enforce and not ended and len(gen1) >= budget:
             if closed_at is not None:
                 # The block closed within the budget: the answer continues, all of it sampled.
@@ -208,7 +185,8 @@ class ThinkingBudgetAgentLoop(AgentLoopBase):
             closed_later = close_index(self.tokenizer, response_ids)
             thinking_tokens = closed_later or 0
             answer_tokens = len(response_ids) - thinking_tokens
-        metrics["num_preempted"] = first.num_preempted if first.num_preempted is not None else -1
+        preempted = first.num_preempted if first is not None else None
+        metrics["num_preempted"] = preempted if preempted is not None else -1
 
         n = self.response_length
         extra.update(

@@ -34,6 +34,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from rlvr_cluster import thinking_metrics
 from rlvr_launch.cli import UserError
 
 STEP = "training/global_step"
@@ -207,6 +208,8 @@ def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
             out[f"rlvr/{verifier}/parse_failures"] = float(sum(s == "parse_error" for s in statuses))
         # responses whose reasoning block never closes (truncated reasoning): no answer region, never paid
         out["rlvr/no_answer_region"] = float(sum(float(x.get("rlvr_no_answer_region") or 0.0) for x in lines))
+    # the thinking budget's figures (hit rate, thinking/answer lengths, accuracy by hit), where dumped
+    out.update(thinking_metrics.step_metrics_from_rollouts(lines))
     return out
 
 

@@ -11,6 +11,15 @@
 
 A JSON report goes to `--out FILE` (or stdout with `--json`), a table to stdout. Generation and
 verification: rlvr_launch.generation.
+
+`--thinking-budget 0,16,64,...` evaluates instead how accuracy trades against the thinking budget: for
+each budget B, greedy pass@1 in thinking mode with the reasoning capped at B tokens by rlvr's
+`thinking_budget` agent loop (the loop RL rollouts use: on a hit, Qwen3's early-stop phrase closes the
+block and the model answers), and once in non-thinking mode (`enable_thinking=False`: the template's
+empty think block, no budget); per row the mean total response tokens (reasoning + inserted phrase +
+answer), the mean reasoning tokens and the budget-hit rate. `--max-tokens` is then the room for the
+answer after the block. A table, and a PNG (`--plot`, default next to `--out`): accuracy vs budget with
+non-thinking accuracy as a line, and the tokens each budget costs.
 """
 
 from __future__ import annotations
@@ -42,6 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the JSON report to this file")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    parser.add_argument(
+        "--thinking-budget",
+        default=None,
+        metavar="B1,B2,...",
+        help="accuracy vs thinking budget (comma-separated token budgets, e.g. 0,16,64) in thinking and "
+        "non-thinking mode, instead of the pass@k report",
+    )
+    parser.add_argument(
+        "--plot", default=None, help="PNG of accuracy vs budget (default: --out with .png, else ./)"
+    )
     parser.add_argument("overrides", nargs="*", help="recipe overrides (e.g. data.val_files=...)")
 
 
@@ -179,6 +198,144 @@ def evaluate(
     return report
 
 
+def parse_budgets(text: str) -> list[int]:
+    from rlvr_launch.errors import UserError
+
+    try:
+        budgets = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        budgets = []
+    if not budgets or any(b < 0 for b in budgets):
+        raise UserError(
+            f"--thinking-budget wants comma-separated non-negative token counts, e.g. 0,16,64; got {text!r}"
+        )
+    return sorted(set(budgets))
+
+
+def _mode_row(responses, budget: int | None) -> dict:
+    n = len(responses)
+    return {
+        "budget": budget,
+        "pass@1": sum(r.accepted for r in responses) / n,
+        "mean_total_tokens": statistics.fmean(r.num_tokens for r in responses),
+        "mean_thinking_tokens": statistics.fmean(r.extra["thinking_tokens"] for r in responses),
+        "mean_answer_tokens": statistics.fmean(r.extra["answer_tokens"] for r in responses),
+        "budget_hit_rate": sum(r.extra["thinking_budget_hit"] for r in responses) / n,
+        "truncated_rate": sum(r.truncated for r in responses) / n,
+    }
+
+
+def budget_sweep(
+    model: str,
+    task: str,
+    budgets: list[int],
+    split: str = "test",
+    max_tokens: int | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    overrides: list[str] | None = None,
+) -> dict:
+    """Greedy pass@1 and token cost per thinking budget (thinking mode) and in non-thinking mode."""
+    from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
+    from rlvr_launch import generation
+    from rlvr_launch.errors import UserError
+    from rlvr_verifiers import reasoning
+
+    model_dir = generation.resolve_model(model)
+    cfg = generation.task_config(task, overrides)
+    prompts = generation.load_prompts(cfg, split, limit)
+    if not prompts:
+        raise UserError(f"task {task!r} has no {split} prompts")
+    extra = generation.reasoning_extra(cfg)
+    try:
+        tags, _ = reasoning.settings(extra.get("reasoning_tags", list(reasoning.DEFAULT_TAGS)), False)
+    except ValueError as e:
+        raise UserError(f"task {task!r}: reward.reward_kwargs.rlvr.reasoning_tags: {e}") from None
+    answer = max_tokens or generation.default_max_tokens(cfg)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    phrase = len(tokenizer.encode(EARLY_STOP_PHRASE, add_special_tokens=False))
+    longest = max(budgets) + phrase + answer
+    _, server = generation.load_server(
+        model_dir, generation.prompt_length_of(tokenizer, prompts), longest, seed
+    )
+    greedy = generation.Sampling(k=1, temperature=0.0, max_tokens=answer, seed=seed)
+    report: dict = {
+        "model": str(model_dir),
+        "task": task,
+        "split": split,
+        "prompts": len(prompts),
+        "answer_tokens": answer,
+        "early_stop_tokens": phrase,
+        "thinking": [],
+    }
+    for budget in budgets:
+        responses = generation.generate_with_budget(
+            tokenizer, server, prompts, budget, True, budget + phrase + answer, greedy, tags
+        )
+        generation.verify(responses, extra)
+        report["thinking"].append(_mode_row(responses, budget))
+    responses = generation.generate_with_budget(tokenizer, server, prompts, None, False, answer, greedy, tags)
+    generation.verify(responses, extra)
+    report["non_thinking"] = _mode_row(responses, None)
+    return report
+
+
+def budget_table(report: dict) -> str:
+    lines = [
+        f"rlvr eval --thinking-budget: {report['task']} ({report['split']} split, {report['prompts']} prompts) "
+        f"on {report['model']}",
+        f"  greedy; answer room {report['answer_tokens']} tokens; early-stop phrase "
+        f"{report['early_stop_tokens']} tokens",
+        f"  {'mode':<14} {'budget':>6} {'pass@1':>7} {'total tok':>9} {'think tok':>9} {'hit rate':>8}",
+    ]
+    rows = [("thinking", r) for r in report["thinking"]] + [("non-thinking", report["non_thinking"])]
+    for mode, r in rows:
+        budget = "-" if r["budget"] is None else str(r["budget"])
+        lines.append(
+            f"  {mode:<14} {budget:>6} {r['pass@1']:>7.4f} {r['mean_total_tokens']:>9.1f} "
+            f"{r['mean_thinking_tokens']:>9.1f} {r['budget_hit_rate']:>8.2f}"
+        )
+    return "\n".join(lines)
+
+
+def plot_budget_curve(report: dict, path: Path) -> Path:
+    """Accuracy vs thinking budget (thinking mode), non-thinking accuracy as a line; tokens per budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    budgets = [r["budget"] for r in report["thinking"]]
+    fig, (acc, cost) = plt.subplots(1, 2, figsize=(10, 4), dpi=110)
+    acc.plot(budgets, [r["pass@1"] for r in report["thinking"]], "o-", color="#1f5fa8", label="thinking mode")
+    acc.axhline(report["non_thinking"]["pass@1"], color="#c0392b", linestyle="--", label="non-thinking mode")
+    acc.set(xlabel="thinking budget (tokens)", ylabel="pass@1 (greedy)", ylim=(-0.02, 1.02))
+    acc.set_title(f"{report['task']}: accuracy vs thinking budget", fontsize=10)
+    cost.plot(
+        budgets, [r["mean_total_tokens"] for r in report["thinking"]], "o-", color="#1f5fa8", label="thinking"
+    )
+    cost.axhline(
+        report["non_thinking"]["mean_total_tokens"], color="#c0392b", linestyle="--", label="non-thinking"
+    )
+    cost.set(xlabel="thinking budget (tokens)", ylabel="mean response tokens (total)")
+    cost.set_title("what each budget costs", fontsize=10)
+    positive = [b for b in budgets if b > 0]
+    for ax in (acc, cost):
+        if len(positive) > 1 and max(positive) >= 8 * min(positive):  # budgets spread over magnitudes
+            ax.set_xscale("symlog", linthresh=min(positive))
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def table(report: dict) -> str:
     lines = [
         f"rlvr eval: {report['task']} ({report['split']} split, {report['prompts']} prompts) on {report['model']}",
@@ -205,6 +362,8 @@ def table(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.thinking_budget is not None:
+        return run_budget_sweep(args)
     report = evaluate(
         args.model,
         args.task,
@@ -225,6 +384,36 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         print(table(report))
+    return 0
+
+
+def run_budget_sweep(args: argparse.Namespace) -> int:
+    from rlvr_launch.errors import UserError
+
+    if args.k != 1:
+        raise UserError("--thinking-budget evaluates greedy pass@1; leave --k at 1")
+    report = budget_sweep(
+        args.model,
+        args.task,
+        parse_budgets(args.thinking_budget),
+        split=args.split,
+        max_tokens=args.max_tokens,
+        limit=args.limit,
+        seed=args.seed,
+        overrides=list(args.overrides or []),
+    )
+    plot = Path(args.plot) if args.plot else (Path(args.out).with_suffix(".png") if args.out else None)
+    plot = plot or Path("rlvr_eval_thinking_budget.png")
+    report["plot"] = str(plot_budget_curve(report, plot))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2, default=_finite))
+    if args.json:
+        json.dump(report, sys.stdout, indent=2, default=_finite)
+        print()
+    else:
+        print(budget_table(report))
+        print(f"  plot: {report['plot']}")
     return 0
 
 

@@ -301,3 +301,129 @@ def default_max_tokens(cfg) -> int:
 
 def scratch_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+# --- thinking modes and the thinking budget ------------------------------------------------------
+
+
+class _ServerClient:
+    """What verl's LLM server client does for the agent loop: forward each request to the server, whose
+    rollout.response_length caps a request that names no max_tokens."""
+
+    def __init__(self, server, response_length: int):
+        self.server, self.response_length = server, response_length
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        params = dict(sampling_params)
+        params.setdefault("max_tokens", self.response_length)
+        return await self.server.generate(prompt_ids, params, request_id)
+
+
+def load_server(model_dir: Path, prompt_length: int, response_length: int, seed: int = 0):
+    """(tokenizer, HFServer) for `model_dir`: the hf rollout backend's server, in this process."""
+    from transformers import AutoTokenizer
+
+    from rlvr_cluster.hf_rollout import HFServer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    config = SimpleNamespace(prompt_length=prompt_length, response_length=response_length, seed=seed)
+    return tokenizer, HFServer(config, {"local_path": str(model_dir), "tokenizer": tokenizer}, 0, 0)
+
+
+def prompt_length_of(tokenizer, prompts: list[Prompt]) -> int:
+    """The longest chat prompt of `prompts` in either thinking mode (non-thinking adds the empty block)."""
+    longest = 1
+    for p in prompts:
+        for thinking in (True, False):
+            ids = tokenizer.apply_chat_template(
+                p.messages,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+                enable_thinking=thinking,
+            )
+            longest = max(longest, len(ids))
+    return longest
+
+
+def generate_with_budget(
+    tokenizer,
+    server,
+    prompts: list[Prompt],
+    budget: int | None,
+    enable_thinking: bool,
+    response_length: int,
+    sampling: Sampling,
+    tags=None,
+) -> list[Response]:
+    """One response per prompt and sample through rlvr's `thinking_budget` agent loop (the loop RL
+    rollouts run), on the hf server: thinking mode (`enable_thinking`) with the reasoning capped at
+    `budget` tokens, or non-thinking mode (the template's empty think block; no budget applies).
+    Each Response's `extra` carries the loop's thinking_budget_hit / thinking_tokens / answer_tokens."""
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from rlvr_cluster.thinking_budget import ThinkingBudgetAgentLoop
+    from rlvr_verifiers import verl_bridge
+
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "prompt_length": server.settings.prompt_length,
+                    "response_length": response_length,
+                    "custom": {"thinking_budget": budget},
+                }
+            },
+            "data": {"apply_chat_template_kwargs": {"enable_thinking": enable_thinking}},
+        }
+    )
+    client = _ServerClient(server, response_length)
+    params = {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": -1, "logprobs": False}
+    keep = verl_bridge.special_tag_ids(tokenizer, tags)
+    jobs = [(p, s) for p in prompts for s in range(sampling.k)]
+    model_type = getattr(server.model.config, "model_type", None)
+
+    async def run_chunk(chunk):
+        loop = ThinkingBudgetAgentLoop(
+            trainer_config=DictConfigWrap(config),
+            server_manager=client,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(config.data),
+            hf_model_type=model_type,  # as verl's worker passes it (its Continuous Token builder choice)
+        )
+        if not enable_thinking:
+            probe = await loop.ct_build_initial_tokens(list(chunk[0][0].messages))
+            if not loop._prompt_closes_block(probe):
+                raise UserError(
+                    f"the chat template of {server.settings.model_path} has no non-thinking mode: enable_thinking=False does not prefill an empty "
+                    "<think></think> block (Qwen3's convention); evaluate thinking mode only"
+                )
+        return await asyncio.gather(
+            *[loop.run(dict(params), raw_prompt=list(p.messages), extra_info={}) for p, _ in chunk]
+        )
+
+    responses: list[Response] = []
+    for start in range(0, len(jobs), max(1, sampling.batch_size)):
+        chunk = jobs[start : start + sampling.batch_size]
+        outputs = asyncio.run(run_chunk(chunk))
+        for (prompt, s), out in zip(chunk, outputs, strict=True):
+            ids = list(out.response_ids)
+            ended = bool(ids) and ids[-1] in server.eos_ids
+            fields_ = out.extra_fields
+            responses.append(
+                Response(
+                    prompt=prompt,
+                    sample_index=s,
+                    text=verl_bridge.decode_response(tokenizer, ids, keep),
+                    num_tokens=len(ids),
+                    truncated=not ended,
+                    extra={
+                        k: int(fields_[k])
+                        for k in ("thinking_budget_hit", "thinking_tokens", "answer_tokens")
+                    },
+                )
+            )
+    return responses

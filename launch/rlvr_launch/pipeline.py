@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlvr_launch import thinking_stages  # noqa: F401 - registers the Qwen3-style kinds (fusion, ...)
 from rlvr_launch.errors import UserError
 
 MANIFEST = "manifest.json"

@@ -135,6 +135,21 @@ def test_a_budget_hit_inserts_the_early_stop_ids_masked_and_continues_the_answer
     assert extra["answer_tokens"] == len(answer)
 
 
+def test_a_zero_budget_closes_the_block_at_once_without_asking_the_server_for_zero_tokens(server, tokenizer):
+    out, client = _run(ThinkingBudgetAgentLoop, server, tokenizer, _row("3+4=", budget=0))
+    stop_ids = tokenizer.encode(EARLY_STOP_PHRASE, add_special_tokens=False)
+    # one call, for the answer after the phrase (vLLM refuses max_tokens=0)
+    assert [c["prompt_ids"] for c in client.calls] == [out.prompt_ids + stop_ids]
+    assert client.calls[0]["sampling_params"]["max_tokens"] == RESPONSE_LEN - len(stop_ids)
+    answer = out.response_ids[len(stop_ids) :]
+    assert out.response_ids[: len(stop_ids)] == stop_ids and len(answer) >= 1
+    assert out.response_mask == [0] * len(stop_ids) + [1] * len(answer)
+    assert out.response_logprobs[: len(stop_ids)] == [0.0] * len(stop_ids)
+    assert answer == server_greedy(server, out.prompt_ids + stop_ids, len(answer))
+    assert (out.extra_fields["thinking_budget_hit"], out.extra_fields["thinking_tokens"]) == (1, 0)
+    assert out.extra_fields["answer_tokens"] == len(answer)
+
+
 def server_greedy(server, prompt_ids: list[int], n: int) -> list[int]:
     ids = list(prompt_ids)
     with torch.no_grad():

@@ -18,7 +18,7 @@ from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
 pytestmark = pytest.mark.slow
 
 
-def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_finite_metrics(
+def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_the_budget_metrics(
     tmp_path, rlvr_cache, tiny_model_dir
 ):
     root = tempfile.mkdtemp(prefix="rlvr-tb-", dir="/tmp")
@@ -50,9 +50,24 @@ def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_fini
     dumps = sorted((run_dir / "rollouts").glob("*.jsonl"))
     assert [p.stem for p in dumps] == ["1", "2"]
     hits = 0
-    for dump in dumps:
+    for dump, row in zip(dumps, rows, strict=True):
         lines = [json.loads(line) for line in dump.read_text().splitlines()]
         assert len(lines) == 8 * 4
+        # the loop's per-sample fields reached the reward columns (hit <=> the phrase in the text) and the
+        # step's row of metrics.jsonl: hit rate, thinking mean/p90, answer length, accuracy by hit
+        step_hits = [line["rlvr_thinking_budget_hit"] for line in lines]
+        assert step_hits == [float(phrase in line["output"]) for line in lines]
+        assert row["thinking/budget_hit_rate"] == pytest.approx(sum(step_hits) / len(lines))
+        assert all(line["rlvr_thinking_tokens"] == 2.0 for line in lines if line["rlvr_thinking_budget_hit"])
+        thinking = [row[k] for k in ("thinking/thinking_tokens/mean", "thinking/thinking_tokens/p90")]
+        assert all(math.isfinite(x) and 0 <= x <= 2 for x in thinking), thinking
+        assert math.isfinite(row["thinking/answer_tokens/mean"]) and row["thinking/answer_tokens/mean"] >= 0
+        for split, flag in (("hit", 1.0), ("not_hit", 0.0)):
+            group = [float(line["acc"]) > 0 for line in lines if line["rlvr_thinking_budget_hit"] == flag]
+            if group:
+                assert row[f"thinking/accuracy/{split}"] == pytest.approx(sum(group) / len(group))
+            else:
+                assert f"thinking/accuracy/{split}" not in row
         for line in lines:
             text, score = line["output"], float(line["score"])
             assert math.isfinite(score)

@@ -49,6 +49,12 @@ averages the numeric columns per data source and dumps them all with each step's
 into per-verifier figures (latency p50/p99, timeouts, parse failures, sandbox errors, pass rate,
 responses without an answer region) for a trainer-side logger. Each micro-batch's pool metrics and its
 count of responses without an answer region are also logged here.
+
+Thinking budget (rlvr_cluster.thinking_budget): where the run's default agent loop is `thinking_budget`, or
+the sample's agent-loop fields (verl's `tool_extra_fields`) carry them, every sample also gets
+`rlvr_thinking_budget_hit`, `rlvr_thinking_tokens` and `rlvr_answer_tokens` (None for a sample from
+another loop). verl dumps them with each step's rollouts, from which `rlvr train` derives the per-step
+budget figures in metrics.jsonl (rlvr_cluster.thinking_metrics.step_metrics_from_rollouts).
 """
 
 from __future__ import annotations
@@ -184,6 +190,13 @@ def _plain(value: Any) -> Any:
     except ImportError:  # pragma: no cover - verl always brings omegaconf
         pass
     return dict(value) if isinstance(value, dict) else value
+
+
+def _get_path(config: Any, path: tuple[str, ...]) -> Any:
+    """config[a][b]... or None (a DictConfig or a dict; a missing level is None)."""
+    for key in path:
+        config = config.get(key) if hasattr(config, "get") else None
+    return config
 
 
 def _scalar(value: Any) -> Any:
@@ -408,6 +421,12 @@ class _MicroBatcher:
                 future.set_result((verdict, latency))
 
 
+# The thinking_budget agent loop's per-sample fields -> this manager's columns (same names, rlvr_ prefix).
+THINKING_BUDGET_LOOP = "thinking_budget"  # == rlvr_cluster.thinking_budget.AGENT_LOOP_NAME (no verl import)
+THINKING_FIELDS = ("thinking_budget_hit", "thinking_tokens", "answer_tokens")
+THINKING_KEYS = tuple(f"rlvr_{f}" for f in THINKING_FIELDS)
+
+
 class RlvrRewardManager(RewardManagerBase):
     """verl reward-loop manager scoring every sample through rlvr's verifier pool."""
 
@@ -424,8 +443,31 @@ class RlvrRewardManager(RewardManagerBase):
         # Reasoning tags the tokenizer would delete when skipping special tokens (kept when decoding).
         self._keep_ids = special_tag_ids(self.tokenizer, self.reasoning_tags)
         self._batcher = _MicroBatcher(self.bridge_config)
+        # Budget columns for every sample of a run whose default agent loop is thinking_budget (verl
+        # builds the columns from the first sample's keys, so they cannot depend on the sample).
+        agent = _get_path(config, ("actor_rollout_ref", "rollout", "agent", "default_agent_loop"))
+        self._thinking_columns = agent == THINKING_BUDGET_LOOP
+
+    def _thinking_info(self, ntb: dict) -> dict[str, Any]:
+        """The budget loop's fields of this sample as rlvr_ columns: from verl's `tool_extra_fields` (the
+        reward computed inside the agent loop) or the batch's own columns (the reward computed later)."""
+        fields_ = _scalar(ntb.get("tool_extra_fields"))
+        fields_ = fields_ if isinstance(fields_, dict) else {}
+        values = {f: fields_.get(f, _scalar(ntb.get(f))) for f in THINKING_FIELDS}
+        if not self._thinking_columns and all(v is None for v in values.values()):
+            return {}
+        return {
+            key: None if values[f] is None else float(values[f])
+            for key, f in zip(THINKING_KEYS, THINKING_FIELDS, strict=True)
+        }
 
     async def run_single(self, data: DataProto) -> dict:
+        """The sample's verdict (`_score_single`), plus the thinking budget loop's columns."""
+        answer = await self._score_single(data)
+        answer["reward_extra_info"].update(self._thinking_info(data[-1:][0].non_tensor_batch))
+        return answer
+
+    async def _score_single(self, data: DataProto) -> dict:
         data = data[-1:]  # multi-sequence outputs: the last sequence is scored, as in verl's managers
         data_item = data[0]
         response_ids = data_item.batch["responses"]
