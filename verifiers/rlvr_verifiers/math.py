@@ -559,6 +559,7 @@ _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE
 
 def extract_answer(text: str) -> str | None:
     """The final answer in a response (see the module doc), or None. Raises Unclosed / Ambiguous."""
+    text = _restore_control_escapes(text)
     m = _END_TOKEN_RE.search(text)
     if m and text[: m.start()].strip():
         text = text[: m.start()]  # a chat template's end/turn token: what follows is not the response
@@ -694,8 +695,23 @@ class Normalized:
     label: str | None = None
 
 
+# A TeX command written in a non-raw string literal ("\frac" in Python source) arrives with its first
+# two characters turned into a control character: form feed + "rac". No answer holds a form feed,
+# backspace, bell or vertical tab otherwise, so they are read back as the backslash-letter they were.
+_CONTROL_ESCAPES = {"\x0c": "\\f", "\x08": "\\b", "\x07": "\\a", "\x0b": "\\v"}
+
+
+def _restore_control_escapes(s: str) -> str:
+    # Not tab or carriage return: those are whitespace a response may hold (`\t` + "ext{13}" stays text).
+    if not re.search(r"[\x07\x08\x0b\x0c]", s):
+        return s
+    for ch, tex in _CONTROL_ESCAPES.items():
+        s = s.replace(ch, tex)
+    return s
+
+
 def normalize(raw: str) -> Normalized:
-    s = raw.strip()
+    s = _restore_control_escapes(raw).strip()
     s = _strip_math_delims(s)
     s = s.replace("\n", " ").replace("\u2212", "-")
     if "\\begin" not in s:  # "\\\\frac" (an escaped string pasted as LaTeX) is "\\frac"; not in matrices
@@ -1048,6 +1064,10 @@ class _Parser:
         self.t = tokens
         self.i = 0
         self.depth = 0
+        # Plain-text math (no TeX command, no brace anywhere): `2^10` is 2 to the 10th, as a calculator
+        # or a programming language reads it. In TeX it renders 2^1 followed by 0, so with any TeX in the
+        # answer an unbraced multi-digit exponent stays ambiguous.
+        self.plain = not any(v.startswith("\\") or v in ("{", "}") for _, v in tokens)
 
     def peek(self, k: int = 0) -> tuple[str, str] | None:
         j = self.i + k
@@ -1174,7 +1194,7 @@ class _Parser:
             self.next()
             return ["neg", self.script_arg()]
         if tok[0] == "num":
-            if len(tok[1]) > 1:
+            if len(tok[1]) > 1 and not (self.plain and tok[1].isdigit()):
                 raise ParseFailure("ambiguous unbraced multi-digit exponent")
             self.next()
             return _num_node(tok[1])
@@ -1390,6 +1410,13 @@ def parse_value(text: str, depth: int = 0) -> Any:
     wrapped = _WRAPPED_MATRIX_RE.fullmatch(text)  # \left[\begin{array}...\end{array}\right]
     if wrapped:
         text = wrapped.group(1)
+    n_matrices = len(_MATRIX_LITERAL_RE.findall(text))
+    if n_matrices > MAX_MATRIX_LITERALS:
+        raise TooComplex(f"more than {MAX_MATRIX_LITERALS} matrices in one answer")
+    if n_matrices > 1 or re.match(r"[^\\]*[\d)}]\s*\\begin\{", text):
+        arithmetic = _matrix_arithmetic(text, depth)
+        if arithmetic is not None:
+            return arithmetic
     m = _MATRIX_RE.fullmatch(text)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
@@ -1397,6 +1424,10 @@ def parse_value(text: str, depth: int = 0) -> Any:
             raise ParseFailure("empty matrix")
         cells = [Collection("seq", [parse_value(c, depth + 1) for c in row.split("&")], "[]") for row in rows]
         return Collection("seq", cells, "M")
+    if ";" in text and "," in text and "=" in text:
+        groups = _labelled_groups(text, depth)
+        if groups is not None:
+            return groups
     # Lists written with words or semicolons: "6 and 8", "19, 46, and 82", "x = 5 or x = 6", "-12; -11".
     text = _LIST_WORD_RE.sub(", ", text)
     if ";" in text and "," not in text:
@@ -1414,6 +1445,113 @@ _WRAPPED_MATRIX_RE = re.compile(r"[\[(]\s*(\\begin\{([pbvB]?matrix|array)\}.*\\e
 _MATRIX_RE = re.compile(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 # Three or more plain letters in a row (not a \command) make the answer text, not a product of variables.
 _WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+
+
+_MATRIX_LITERAL_RE = re.compile(
+    r"\\begin\{([pbvB]?matrix)\}((?:(?!\\begin\{|\\end\{).)*)\\end\{\1\}", re.DOTALL
+)
+_MATRIX_OP_RE = re.compile(r"\s*(?:(\+|-)|(\\cdot|\\times)|())\s*")
+MAX_MATRIX_CELLS = 100  # per matrix of an arithmetic answer (10x10)
+MAX_MATRIX_LITERALS = 4  # matrices in one arithmetic answer: the evaluated cells stay small trees
+
+
+def _labelled_groups(text: str, depth: int) -> Collection | None:
+    """`p=5,q=2;p=7,q=2`: solution groups, each naming the same unknowns in the same order, are the list
+    of tuples `(5,2),(7,2)` (the order inside a group is the order of its labels)."""
+    parts = text.split(";")
+    if len(parts) < 2:
+        return None
+    tuples, names = [], None
+    for part in parts:
+        try:
+            group = parse_value(part, depth + 1)
+        except ParseFailure:
+            return None
+        if not (isinstance(group, Collection) and group.kind == "list" and len(group.items) >= 2):
+            return None
+        if not all(isinstance(x, Scalar) and x.label for x in group.items):
+            return None
+        labels = [x.label for x in group.items]
+        if len(set(labels)) != len(labels) or (names is not None and labels != names):
+            return None
+        names = labels
+        tuples.append(Collection("seq", [Scalar(x.tree) for x in group.items], "()"))
+    return Collection("list", tuples)
+
+
+def _matrix_cells(body: str, depth: int) -> list[list[list[Any]]]:
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+    cells = [[_parse_tokens(tokenize(c)) for c in row.split("&")] for row in rows]
+    if not cells or len({len(r) for r in cells}) != 1 or len(cells) * len(cells[0]) > MAX_MATRIX_CELLS:
+        raise ParseFailure("ragged or empty matrix")
+    return cells
+
+
+def _matrix_arithmetic(text: str, depth: int) -> Collection | None:
+    """Matrix arithmetic written as the answer, evaluated exactly cell by cell: `A + B`, `A - B`, `AB`,
+    `A \\cdot B`, `2A` (a number in front). Shapes must agree; anything else in the text -> None (the
+    text is then read as before, and a sum of matrices never equals a matrix by accident)."""
+    pos, terms, sign = 0, [], "+"
+    while pos < len(text):
+        m = re.compile(r"\s*([^\\]*?)\s*(?=\\begin\{)").match(text, pos)
+        if not m:
+            return None
+        coef = None
+        if m.group(1):
+            if not re.fullmatch(r"-?\d+(?:\.\d+)?|-?\\frac\{\d+\}\{\d+\}", m.group(1)):
+                return None
+            coef = _parse_tokens(tokenize(m.group(1)))
+        factors = []
+        pos = m.end()
+        while True:
+            lit = _MATRIX_LITERAL_RE.match(text, pos)
+            if not lit:
+                return None
+            factors.append(_matrix_cells(lit.group(2), depth))
+            pos = lit.end()
+            op = _MATRIX_OP_RE.match(text, pos)
+            if pos >= len(text.rstrip()) or op is None:
+                break
+            if op.group(1):  # + or -: the next term
+                break
+            pos = op.end()  # \cdot, \times or juxtaposition: the next factor
+        product = factors[0]
+        for f in factors[1:]:
+            if len(product[0]) != len(f):
+                return None  # shapes do not agree: not a product
+            product = [
+                [
+                    _sum_nodes([["mul", product[r][k], f[k][c]] for k in range(len(f))])
+                    for c in range(len(f[0]))
+                ]
+                for r in range(len(product))
+            ]
+        if coef is not None:
+            product = [[["mul", coef, x] for x in row] for row in product]
+        if sign == "-":
+            product = [[["neg", x] for x in row] for row in product]
+        terms.append(product)
+        rest = text[pos:].strip()
+        if not rest:
+            break
+        if rest[0] not in "+-":
+            return None
+        sign = rest[0]
+        pos = text.index(rest[0], pos) + 1
+    if len(terms) == 1 and len(factors) == 1 and coef is None:
+        return None  # one plain matrix: the ordinary reading
+    shape = (len(terms[0]), len(terms[0][0]))
+    if any((len(t), len(t[0])) != shape for t in terms):
+        return None
+    total = [[_sum_nodes([t[r][c] for t in terms]) for c in range(shape[1])] for r in range(shape[0])]
+    return Collection("seq", [Collection("seq", [Scalar(x) for x in row], "[]") for row in total], "M")
+
+
+def _sum_nodes(nodes: list[list[Any]]) -> list[Any]:
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = ["add", out, n]
+    return out
 
 
 def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
@@ -1906,6 +2044,12 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
         if a.kind in unordered and b.kind in unordered:
             ai = _dedupe(a.items, ctx) if a.kind == "set" else a.items
             bi = _dedupe(b.items, ctx) if b.kind == "set" else b.items
+            if a.kind == "list" and _all_tuples(ai) and _all_tuples(bi) and len(ai) > len(bi):
+                # A list of solution tuples that names one twice is the same solution set, when the
+                # reference names none twice (numbers stay a multiset: roots with multiplicity).
+                deduped_b = _dedupe(bi, ctx)
+                if len(deduped_b) == len(bi):
+                    ai = _dedupe(ai, ctx)
             return _unordered_equal(ai, bi, ctx)
     return False
 
@@ -1972,6 +2116,10 @@ def _relation_interval(r: Relation) -> Collection | None:
     else:
         return None
     return Collection("seq", [Scalar(lo), Scalar(hi)], br)
+
+
+def _all_tuples(items: list[Any]) -> bool:
+    return all(isinstance(x, Collection) and x.kind == "seq" and x.brackets == "()" for x in items)
 
 
 def _dedupe(items: list[Any], ctx: _Ctx) -> list[Any]:
@@ -2047,6 +2195,43 @@ def _decimal_comma_equal(a: str, b: str) -> bool:
     return False
 
 
+# A machine float's rendering of a rational value with no finite decimal: a decimal of 14-17
+# significant digits (what a double prints) that is the value correctly rounded or truncated at its
+# last digit (`0.0833333333333333` for 1/12). Shorter decimals are approximations and are never paid
+# (`0.6666667`), nor is any decimal of an irrational value (`3.14159265358979` is not pi).
+FLOAT_RENDERING_DIGITS = (14, 17)
+_LONG_DECIMAL_RE = re.compile(r"[-+]?(\d*)\.(\d+)")
+
+
+def _float_rendering_equal(text: str, ref: Any) -> bool:
+    """`text` (a bare decimal) is a double's rendering of the rational reference (see
+    FLOAT_RENDERING_DIGITS): the reference has no finite decimal, and the text is the reference rounded
+    half-up or truncated at the text's last digit, no other digit string."""
+    m = _LONG_DECIMAL_RE.fullmatch(text.strip())
+    if not m or not isinstance(ref, Scalar) or ref.label:
+        return False
+    digits = (m.group(1) + m.group(2)).lstrip("0")
+    if not FLOAT_RENDERING_DIGITS[0] <= len(digits) <= FLOAT_RENDERING_DIGITS[1]:
+        return False
+    try:
+        exact = _as_rational(algebra(ref.tree))
+    except (NotAlgebraic, ZeroDivisionError, TooComplex):
+        return False
+    den = exact.denominator if exact is not None else 0
+    while den and den % 2 == 0:
+        den //= 2
+    while den and den % 5 == 0:
+        den //= 5
+    if den <= 1:
+        return False  # irrational, or a finite decimal (then only that decimal is equal)
+    got, scale = Fraction(text.strip()), 10 ** len(m.group(2))
+    scaled = exact * scale
+    truncated = Fraction(int(scaled), scale)  # int() truncates toward zero, for either sign
+    away = truncated + (Fraction(1, scale) if exact > 0 else Fraction(-1, scale))
+    rounded = away if abs(exact - truncated) * 2 >= Fraction(1, scale) else truncated
+    return got in (truncated, rounded)
+
+
 def check(
     response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S, allow_symbolic: bool = True
 ) -> Verdict:
@@ -2090,6 +2275,8 @@ def check(
         return Verdict(0.0, TIMEOUT, f"not evaluated: too_complex: {exc}")
     except RecursionError:
         return Verdict(0.0, TIMEOUT, "not evaluated: too_complex: recursion")
+    if not equal and _float_rendering_equal(resp.norm.text, ref.value):
+        return Verdict(1.0, OK, "a double's rendering of the rational value")
     metrics = {"symbolic": float(ctx.used_symbolic)}
     if equal:
         return Verdict(1.0, OK, "symbolic" if ctx.used_symbolic else "exact", metrics)
