@@ -239,3 +239,25 @@ def test_matrix_arithmetic_is_bounded() -> None:
     assert "too_complex" in v.detail
     four = MATH.verify(Item(rf"$\boxed{{{m * 4}}}$", m))  # 10x10 ones^4 = 1000 * ones: not ones
     assert four.status == "wrong"
+
+
+@pytest.mark.parametrize(
+    "response,reference,equal",
+    [
+        # A response that is the bare matrix (a grader comparing extracted strings): the environment's
+        # name is no prose word.
+        (r"\begin{pmatrix}1&0\\0&1\end{pmatrix}", r"\begin{bmatrix}1 & 0\\ 0 & 1\end{bmatrix}", True),
+        (r"\begin{pmatrix}1&0\\0&1\end{pmatrix}", r"\begin{bmatrix}0 & 1\\ 1 & 0\end{bmatrix}", False),
+        (
+            r"The matrix is \begin{pmatrix}1&0\\0&1\end{pmatrix} or its inverse",
+            r"\begin{pmatrix}1&0\\0&1\end{pmatrix}",
+            False,
+        ),
+        # A stray backslash after the value.
+        ("185\\", "185", True),
+        ("185\\", "186", False),
+        ("\\", "185", False),
+    ],
+)
+def test_bare_matrices_and_a_stray_backslash(response: str, reference: str, equal: bool) -> None:
+    assert accepted(response, reference) is equal

@@ -205,7 +205,7 @@ _ANSWER_RE = re.compile(
 _MATH_SEGMENT_RE = re.compile(
     r"\$\$(.+?)\$\$|\$((?:[^$\\\n]|\\.)+)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL
 )
-_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
+_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:'&]*$")
 # Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
 # '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
 _SENTENCE_SCAN_RE = re.compile(
@@ -437,8 +437,12 @@ def _strip_parenthetical(s: str) -> str:
 
 
 def _is_pure_math(s: str) -> bool:
-    words = re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}", _unwrap_text(s))
+    # An environment's name (`\\begin{pmatrix}`) is no prose word.
+    words = re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}", _ENV_NAME_RE.sub(" ", _unwrap_text(s)))
     return bool(_BARE_MATH_RE.match(s)) and not words
+
+
+_ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]+\}")
 
 
 def _statement_value(sentence: str) -> str | None:
@@ -778,6 +782,7 @@ def normalize(raw: str) -> Normalized:
         unit = unit or _canon_unit((m.group("unit") or m.group("unit1")) + (m.group("pow") or ""))
         s = m.group("body").strip()
     s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"(?<=[\d}])\s*(?<!\\)\\$", "", s)  # a stray backslash after the value: "185\\"
     if s.endswith(".") and re.fullmatch(r"[-+]?\d+\.", s):
         s = s[:-1]
     if _THOUSANDS_WHOLE_RE.match(s):
