@@ -261,3 +261,35 @@ def test_matrix_arithmetic_is_bounded() -> None:
 )
 def test_bare_matrices_and_a_stray_backslash(response: str, reference: str, equal: bool) -> None:
     assert accepted(response, reference) is equal
+
+
+@pytest.mark.parametrize(
+    "answer,reference,equal",
+    [
+        (r"\{1,3\} \cup \{2,4\}", r"\{1,2,3,4\}", True),
+        (r"{1,3} \cup {2,4}", r"{1,2,3,4}", True),  # braces that only group, as models write them
+        (r"\{1,2,3,4\}", r"\{4,3\} \cup \{1,2\}", True),
+        (r"\{1,3\} \cup \{3,4\}", r"\{1,3,4\}", True),  # a shared element counts once in a union
+        (r"\{1,3\} \cup \{2,4\}", r"\{1,2,3\}", False),
+        (r"\{1,3\} \cup \{2,4\}", r"\{1,2,3,4,5\}", False),
+        (r"[1,3] \cup \{4\}", r"\{1,3,4\}", False),  # an interval is not its two ends
+        (r"(1,3) \cup (4,5)", r"\{1,3,4,5\}", False),
+    ],
+)
+def test_a_union_of_finite_sets_is_their_set(answer: str, reference: str, equal: bool) -> None:
+    assert accepted(rf"$\boxed{{{answer}}}$", reference) is equal
+
+
+@pytest.mark.parametrize(
+    "response,reference,equal",
+    [
+        (r"$\frac{d}{dy}(y^3) = 3y^2$", "3y^2", True),  # a derivative stated = its value
+        (r"$\frac{d^2}{dx^2}(x^3) = 6x$", "6x", True),
+        (r"$\frac{d}{dy}(y^3) = 3y^2$", "3y", False),
+        (r"$\frac{d}{dy}(y^3) = 3y^2$", r"\frac{d}{dy}(y^3) = 3y", False),
+        (r"$\frac{d}{dx}x^3$", "3x^2", False),  # the derivative itself is not evaluated
+        (r"$\frac{dy}{dx} = 2$", "2", True),  # dy/dx names what is given (a plain label)
+    ],
+)
+def test_a_derivative_stated_equal_to_its_value(response: str, reference: str, equal: bool) -> None:
+    assert accepted(response, reference) is equal

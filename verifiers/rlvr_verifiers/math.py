@@ -847,6 +847,11 @@ def _top_level_positions(s: str, pattern: re.Pattern[str]) -> list[re.Match[str]
     return out
 
 
+_DERIVATIVE_RE = re.compile(
+    r"\\frac\s*\{\s*(?:d|\\partial)\s*(?:\^\{?\d\}?)?\s*\}\s*\{\s*(?:d|\\partial)\s*[a-zA-Z]\s*(?:\^\{?\d\}?)?\s*\}"
+)
+
+
 def _label_of(lhs: str) -> str | None:
     """The canonical name when `lhs` names what is being given (`x`, `a_{37}`, `f(x)`, `(p,q)`, `AB`,
     `|AB|`, `A:B`, `\\frac{NO}{BO}`, `x+y`): letters, subscripts and operators, no numbers. None when
@@ -854,6 +859,10 @@ def _label_of(lhs: str) -> str | None:
     t = lhs.strip()
     if not t or len(t) > 40:
         return None
+    if _DERIVATIVE_RE.match(t):
+        # `\\frac{d}{dx}(x^3) = 3x^2`: a derivative stated = its value names what is given (its
+        # numbers are the function's, not an equation's).
+        return re.sub(r"[\s{}]", "", t)
     core = re.sub(r"_\{[^{}]*\}|_\\?\w+|'|\^\{?\\prime\}?", "", t)
     if re.search(r"\d|[=<>]", core):
         return None
@@ -2038,6 +2047,7 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
         # The reference states an inequality, the response its interval: the same set. Not the other way
         # round: a reference in interval notation asks for the interval.
         b = _relation_interval(b) or b
+    a, b = _finite_union(a), _finite_union(b)
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
     if isinstance(a, Collection) and isinstance(b, Collection):
@@ -2121,6 +2131,20 @@ def _relation_interval(r: Relation) -> Collection | None:
     else:
         return None
     return Collection("seq", [Scalar(lo), Scalar(hi)], br)
+
+
+def _finite_union(v: Any) -> Any:
+    """`\\{2,6\\} \\cup \\{5,9\\}` (or `{2,6} \\cup {5,9}`, braces that only group): a union of finite sets is
+    the set of their elements. A union with an interval, or anything else, stays as it is."""
+    if not isinstance(v, Union):
+        return v
+    items: list[Any] = []
+    for part in v.parts:
+        if isinstance(part, Collection) and part.kind in ("set", "list"):
+            items.extend(part.items)
+        else:
+            return v
+    return Collection("set", items)
 
 
 def _all_tuples(items: list[Any]) -> bool:
