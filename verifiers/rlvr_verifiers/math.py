@@ -481,6 +481,15 @@ def _statement_value(sentence: str) -> str | None:
     if any(w.lower() in _QUALIFIER_AFTER for w in words):
         return None
     values = [next(g for g in c.groups() if g).strip() for c in cands[k:]]
+    if (
+        len(values) == 2
+        and s[cands[k].end() : cands[k + 1].start()] == ","
+        and re.fullmatch(r"-?\d+", values[0])
+        and re.fullmatch(r"\d{1,2}|\d{4,}", values[1])
+    ):
+        # "3,45" (no space, not a thousands group) stays one token: a decimal comma, or the list 3, 45,
+        # as `check` reads a whole answer "3,45" (never 345).
+        values = [values[0] + "," + values[1]]
     value = ", ".join(values)
     if words and _UNIT_WORD_RE.match(after):  # "125 miles": a known unit stays with its value
         value += r" \text{ " + " ".join(words[:2]) + "}"
