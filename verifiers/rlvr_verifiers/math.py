@@ -45,7 +45,10 @@ final answer is ambiguous gets `parse_error`, never a guess.
   ...), negates the value (`not 16`, `isn't 7`, or any negation after it: `15, not 16`), or the value
   is an operand (`3 times 4`, `20% of 50`, `5 more than`). An earlier equation in the paragraph is never
   the answer (`Let $d = 90/n$ ... so there are 12 sequences.` is 12).
-- A `$` before a number that no closing `$` follows (`$18 a day`, `$1,250.`) is currency, not math.
+- A `$` before a number that no closing `$` follows (`$18 a day`, `$1,250.`) is currency, not math. A
+  decimal comma in a prose value (`Total : 3,45 $ par article.`; no space after the comma, not a group
+  of three) stays one token `3,45`, read as a whole answer `3,45` is (below).
+- A response that is only a matrix (`\begin{pmatrix}1&0\\0&1\end{pmatrix}`, no delimiters) is that matrix.
 - Else `parse_error`.
 
 Normalisation
@@ -54,7 +57,10 @@ Normalisation
   `\frac{a}{b}`; `\text{}`/`\textnormal{}`/`\mathrm{}`/`\mbox{}`/`\textbf{}`/... are unwrapped
   (`\mathrm{e}` is e); `\$`, `€`, `£`, `¥` (currency) are dropped; `\mathbb{R}` is `(-\infty, \infty)`;
   a doubled backslash before a command (`\\frac`, an escaped string pasted as LaTeX) is one, outside
-  matrices; a whole answer that is a number word up to twenty (`five`) is that number.
+  matrices; a whole answer that is a number word up to twenty (`five`) is that number. A form feed,
+  backspace, bell or vertical tab is the `\f`/`\b`/`\a`/`\v` it was before a non-raw string literal
+  mangled it (`<FF>rac{1}{4}` is `\frac{1}{4}`); a tab stays whitespace (`<TAB>ext{13}` is not 13). A
+  stray backslash after a value (`185\`) is dropped.
 - A membership label is dropped: `x \in [0, 1)` is `[0, 1)`. Unicode `π ∞ × · ≤ ≥ ≠ ∪ −` and the words
   `infinity`/`inf` are their LaTeX commands.
 - Decimal comma: `1,22` (one comma, not a thousands group) equals `1.22` written with a point; a leading
@@ -79,7 +85,8 @@ Normalisation
   letters, operators, parentheses: NO numbers (`f(2) = 5` is not the label f(2) for 5; `7 = 11a+c` and
   `2x+z = 1` are equations, never equal to `11a+c` or `1`). A chain `x = 5+5+1 = 11` is its last part
   (labelled x); a computation `2+3 = 5` (no letters) is its result. Labels that differ (`x = 5` vs `y =
-  5`) are compared as equations (so they differ). In a list each item keeps its own label (`a_3 = 2,
+  5`) are compared as equations (so they differ). A derivative stated equal to its value names it:
+  `\frac{d}{dy}(y^3) = 3y^2` == `3y^2` (the derivative itself is never evaluated). In a list each item keeps its own label (`a_3 = 2,
   a_{37} = 19` vs `a_{37} = 19, a_3 = 2`: items match only with their own labels when both are
   labelled; a labelled item matches a bare one by value: `AB = 4, CD = 5` == `4, 5`).
 - Multiple choice: when the reference is a single letter A-J (optionally `(B)`, `\text{(B)}`), the
@@ -106,7 +113,11 @@ Equality
   works from any thread or process): a 40-digit mpmath evaluation at fixed points first rejects clearly
   different values; equal-looking values must then be PROVEN equal by sympy (expand / radsimp /
   simplify / minimal polynomial). Unproven -> wrong; past the bound -> `timeout`. No numeric
-  tolerance ever accepts: a 50-digit decimal of sqrt(2) is not sqrt(2).
+  tolerance ever accepts: a 50-digit decimal of sqrt(2) is not sqrt(2). One exact exception, a double's
+  rendering: a bare decimal of 14-17 significant digits equals a RATIONAL reference that has no finite
+  decimal when it is that value rounded half-up or truncated at its last digit (`0.0833333333333333`
+  == 1/12; `0.0833333333333334`, `0.08333333333` (11 digits), `0.125000000000001` (1/8 has a finite
+  decimal) and `3.14159265358979` (pi: no decimal is irrational) are not).
 - Complexity bound before any evaluation: integer exponents above 10,000, results above 100,000 bits,
   more than 2,000 polynomial terms or 300,000 coefficient products, factorials above 2,000, nesting
   deeper than 150, answers longer than 2,000 characters are not evaluated: `9^{9^{9^9}}` and
@@ -115,22 +126,35 @@ Equality
 - Known false reject: "The answer is $\frac12$, or $0.5$." (two math answers in one sentence are
   read as a possible hedge, so neither is taken).
 - `^` followed by an unbraced multi-digit number (`2^10`) or `\sqrt` followed by one is ambiguous (LaTeX
-  renders `2^10` as 2^1 0) and is only compared as text. `\frac12` follows LaTeX (== 1/2).
+  renders `2^10` as 2^1 0) and is only compared as text, except in plain-text math (no TeX command and
+  no brace anywhere in that answer), where `2^10` is 1024 and `7w^13` is 7w^{13}, as a calculator reads
+  it. `\frac12` follows LaTeX (== 1/2).
 - Lists written in words: `6 \text{ and } 8`, `19, 46, and 82`, `x = 5 \text{ or } x = 6` are the
   lists `6, 8` etc. (so never equal to one of their items); `;` separates items when there is no comma
   (`-12;-11;-10`), and inside a tuple without commas (`(0;-2;6)` is `(0,-2,6)`); plain braces only group
-  (`{2, 3, 5}` is the list `2, 3, 5`: LaTeX hides them).
+  (`{2, 3, 5}` is the list `2, 3, 5`: LaTeX hides them). Labelled solution groups separated by `;`,
+  each naming the same unknowns in the same order, are a list of tuples: `p=5,q=2;p=7,q=2` ==
+  `(5,2),(7,2)` (!= `(2,5),(2,7)`).
 - Collections: `\{...\}` sets and bare comma lists (`1, 2, 3`, as in "find all solutions") are
   unordered (each element matched once, sizes must agree; duplicates in a `\{\}` set collapse);
   `(a, b)` / `[a, b]` / `(a, b]` tuples and intervals are ordered AND their brackets must match
   (open vs closed ends matter; `(1, 2)` != `[1, 2]`); unions `A \cup B` are unordered. A bare list is
   not equal to a tuple. `\emptyset` == `\varnothing` == `\{\}`. `\infty`/`-\infty` are compared as
-  signed infinities.
+  signed infinities. A list of solution tuples that names one twice equals the list without the repeat
+  when the reference names none twice (`(1,2),(2,1),(1,2)` == `(1,2),(2,1)`, but `(1,2),(1,2)` !=
+  `(1,2),(2,1)`; numbers stay a multiset: `2, 2, 3` != `2, 3`). A union of finite sets is the set of
+  their elements (`\{1,3\} \cup \{2,4\}` == `\{1,2,3,4\}`; a union with an interval is not).
+  Interval, tuple and set readings never meet: `(1,3)` (an interval or a pair) != `\{1,3\}` and !=
+  `{1,3}` (grouping braces: the list 1, 3), so neither reading can be paid for the other.
 - `a \pm b` (one `\pm` or `\mp`, nothing added after `b` in its group) is the unordered pair `a + b,
   a - b`: `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`; `\frac{-1 \pm \sqrt{13}}{4}` is its
   two values; inside a set or list the pair counts as two items (`\{1 \pm \sqrt5, -2\}` has three).
 - Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`, also wrapped in `\left[ ... \right]` or
-  parentheses) compare entry by entry, row by row (a trailing row break is ignored).
+  parentheses) compare entry by entry, row by row (a trailing row break is ignored). Matrix arithmetic
+  written as the answer is evaluated exactly, cell by cell: sums, differences, products in the written
+  order (juxtaposed, `\cdot`, `\times`) and a number in front (`2\begin{pmatrix}...`), at most 4
+  matrices of at most 100 cells; shapes must agree, and anything else around the matrices (`^T`,
+  `\det`, a variable factor) leaves it unevaluated (never equal).
 - Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne`/`\lt`/`\gt` are understood; sides compared
   as values. Two single relations of the same kind are equivalent when one is the other times a
   constant, decided exactly over the polynomial algebra (never numerically, never sympy): any nonzero
