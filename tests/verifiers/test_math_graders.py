@@ -309,3 +309,24 @@ def test_a_derivative_stated_equal_to_its_value(response: str, reference: str, e
 )
 def test_a_decimal_comma_in_prose(response: str, reference: str, equal: bool) -> None:
     assert accepted(response, reference) is equal
+
+
+@pytest.mark.parametrize(
+    "answer,reference,equal",
+    [
+        # A reference absolute-value inequality is answered by the set it describes (as a reference
+        # inequality is answered by its interval); never the other way round.
+        (r"z \in [-\frac{3}{2}, -1] \cup [1, \frac{3}{2}]", r"1 \le |z| \le \frac{3}{2}", True),
+        (r"[-2, -1) \cup (1, 2]", r"1 < |z| \le 2", True),
+        (r"[-2, -1) \cup (1, 2]", r"1 \le |z| \le 2", False),  # ends open where the reference is closed
+        (r"[1, 2]", r"1 \le |z| \le 2", False),  # half of the set
+        (r"[-2, 2]", r"1 \le |z| \le 2", False),
+        (r"(-2, 2)", r"|x| < 2", True),
+        (r"[-2, 2]", r"|x| < 2", False),
+        (r"(0, 2)", r"|x| < 2", False),
+        (r"[-2, -1] \cup [1, 2]", r"-1 \le |z| \le 2", False),  # a negative lower end is not this shape
+        (r"1 \le |z| \le 2", r"[-2, -1] \cup [1, 2]", False),  # a set reference asks for the set
+    ],
+)
+def test_an_absolute_value_inequality_reference_and_its_set(answer: str, reference: str, equal: bool) -> None:
+    assert accepted(rf"$\boxed{{{answer}}}$", reference) is equal

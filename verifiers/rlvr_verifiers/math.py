@@ -163,7 +163,8 @@ Equality
   never equal to an inequality. A reference one-variable inequality (`-2 \le x \le 7`, `k \ge 2`,
   `0 < f(x) < 1`) equals the interval it describes in the response (`[-2, 7]`, `[2, \infty)`, `(0, 1)`;
   open/closed ends must match); a reference in interval notation asks for the interval, so an inequality
-  answering it is not paid (as math-verify's default).
+  answering it is not paid (as math-verify's default). Likewise a reference `lo <= |z| <= hi` (rational
+  0 < lo < hi) equals `[-hi, -lo] \cup [lo, hi]` in the response, and `|z| < hi` equals `(-hi, hi)`.
 - Anything that does not parse as math is compared as text (lowercased, whitespace collapsed, `\text`
   unwrapped): `\text{Monday}` == `monday`.
 """
@@ -2079,7 +2080,9 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
     if isinstance(b, Relation) and isinstance(a, Collection):
         # The reference states an inequality, the response its interval: the same set. Not the other way
         # round: a reference in interval notation asks for the interval.
-        b = _relation_interval(b) or b
+        b = _relation_interval(b) or _abs_relation_set(b) or b
+    if isinstance(b, Relation) and isinstance(a, Union):
+        b = _abs_relation_set(b) or b
     a, b = _finite_union(a), _finite_union(b)
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
@@ -2182,6 +2185,39 @@ def _finite_union(v: Any) -> Any:
 
 def _all_tuples(items: list[Any]) -> bool:
     return all(isinstance(x, Collection) and x.kind == "seq" and x.brackets == "()" for x in items)
+
+
+def _abs_relation_set(r: Relation) -> Any:
+    """`lo <= |z| <= hi` (constants 0 < lo < hi) as the set it describes, `[-hi, -lo] \\cup [lo, hi]`
+    (ends open where the relation is strict); `|z| < hi` / `|z| <= hi` as `(-hi, hi)` / `[-hi, hi]`.
+    None for any other shape (decided exactly: the ends must be rational)."""
+    c = r.chain
+    if any(isinstance(op, str) and op not in ("<", "<=") for op in c[1::2]):
+        return None
+    try:
+        if len(c) == 5 and c[2][0] == "abs" and c[2][1][0] == "var":
+            lo, hi = _as_rational(algebra(c[0])), _as_rational(algebra(c[4]))
+            if lo is None or hi is None or not 0 < lo < hi:
+                return None
+            lo_open, hi_open = c[1] == "<", c[3] == "<"
+            left = Collection(
+                "seq",
+                [Scalar(["neg", c[4]]), Scalar(["neg", c[0]])],
+                ("(" if hi_open else "[") + (")" if lo_open else "]"),
+            )
+            right = Collection(
+                "seq", [Scalar(c[0]), Scalar(c[4])], ("(" if lo_open else "[") + (")" if hi_open else "]")
+            )
+            return Union([left, right])
+        if len(c) == 3 and c[0][0] == "abs" and c[0][1][0] == "var":
+            hi = _as_rational(algebra(c[2]))
+            if hi is None or hi <= 0:
+                return None
+            br = "()" if c[1] == "<" else "[]"
+            return Collection("seq", [Scalar(["neg", c[2]]), Scalar(c[2])], br)
+    except (NotAlgebraic, ZeroDivisionError, TooComplex):
+        return None
+    return None
 
 
 def _dedupe(items: list[Any], ctx: _Ctx) -> list[Any]:
