@@ -1,7 +1,8 @@
 r"""Benchmark: rlvr's `math` verifier vs HF math-verify on an adversarial answer set, side by side.
 
-    python bench/math_vs_math_verify.py            # both sets: the tables, ratios, per-family rows
+    python bench/math_vs_math_verify.py            # all three sets: the tables, ratios, per-family rows
     python bench/math_vs_math_verify.py --set corpus   # only the dataset-forms corpus, per family
+    python bench/math_vs_math_verify.py --set graders  # only other projects' grader-test cases, per family
     python bench/math_vs_math_verify.py --dump bench/data/math_pairs.jsonl
     from math_vs_math_verify import run; run()      # -> dict (bench/verifiers.py calls this)
 
@@ -666,6 +667,9 @@ def _print(result: dict[str, Any]) -> None:
 
 
 CORPUS = ROOT / "tests" / "verifiers" / "data" / "math_answers.jsonl"
+# Equivalence cases of other projects' answer-grading tests, re-encoded in our own words, one family per
+# kind of case and the project it comes from in each pair's "source" (see tests/verifiers/test_math_graders.py).
+GRADERS_CORPUS = ROOT / "tests" / "verifiers" / "data" / "math_answers_graders.jsonl"
 
 
 def corpus_pairs(path: Path = CORPUS) -> list[dict[str, Any]]:
@@ -715,6 +719,8 @@ def run_corpus(verbose: bool = True, path: Path = CORPUS) -> dict[str, Any]:
     all_mv = mv["decisions"] + (mv_pending["decisions"] if pending else [])
     all_us = us["decisions"] + (us_pending["decisions"] if pending else [])
     for p, d_mv, d_us in zip(counted + pending, all_mv, all_us, strict=True):
+        if p["label"] is None:  # a form the suites label both ways: shown in no figure
+            continue
         f = families.setdefault(p["family"], {"n": 0})
         f["n"] += 1
         for key, d in (("mv", d_mv), ("ours", d_us)):
@@ -722,6 +728,7 @@ def run_corpus(verbose: bool = True, path: Path = CORPUS) -> dict[str, Any]:
             f[f"{key}_false_accepts"] = f.get(f"{key}_false_accepts", 0) + (d and not p["label"])
             f[f"{key}_false_rejects"] = f.get(f"{key}_false_rejects", 0) + (not d and p["label"])
     result = {
+        "corpus": str(path.relative_to(ROOT)),
         "math_verify": {k: v for k, v in mv.items() if k != "decisions"},
         "ours": {k: v for k, v in us.items() if k != "decisions"},
         "by_family": families,
@@ -746,7 +753,7 @@ def run_corpus(verbose: bool = True, path: Path = CORPUS) -> dict[str, Any]:
 def _print_corpus(result: dict[str, Any]) -> None:
     mv, us = result["math_verify"], result["ours"]
     n_all = sum(f["n"] for f in result["by_family"].values())
-    print(f"corpus: {n_all} labelled pairs ({CORPUS.relative_to(ROOT)})")
+    print(f"corpus: {n_all} labelled pairs ({result['corpus']})")
     print(
         f"{'family':<16} {'n':>4} | {'math-verify acc':>15} {'FA':>3} {'FR':>3} | {'rlvr acc':>8} {'FA':>3} {'FR':>3}"
     )
@@ -789,9 +796,10 @@ def main() -> int:
     ap.add_argument("--dump", help="write the adversarial answer set as JSONL to this path and exit")
     ap.add_argument(
         "--set",
-        choices=("adversarial", "corpus", "both"),
-        default="both",
-        help="the built-in adversarial set, the dataset-forms corpus (tests/verifiers/data/), or both",
+        choices=("adversarial", "corpus", "graders", "both", "all"),
+        default="all",
+        help="the built-in adversarial set, the dataset-forms corpus, the other projects' grader cases "
+        "(both in tests/verifiers/data/), both = the first two, all = the three",
     )
     args = ap.parse_args()
     if args.dump:
@@ -799,11 +807,14 @@ def main() -> int:
             f.writelines(json.dumps(pair) + "\n" for pair in pairs())
         return 0
     print(f"load average at start: {os.getloadavg()[0]:.1f} (1 min)")
-    if args.set in ("adversarial", "both"):
+    if args.set in ("adversarial", "both", "all"):
         run()
-    if args.set in ("corpus", "both"):
+    if args.set in ("corpus", "both", "all"):
         print()
         run_corpus()
+    if args.set in ("graders", "all"):
+        print()
+        run_corpus(path=GRADERS_CORPUS)
     print(f"load average at end: {os.getloadavg()[0]:.1f} (1 min)")
     return 0
 

@@ -45,7 +45,10 @@ final answer is ambiguous gets `parse_error`, never a guess.
   ...), negates the value (`not 16`, `isn't 7`, or any negation after it: `15, not 16`), or the value
   is an operand (`3 times 4`, `20% of 50`, `5 more than`). An earlier equation in the paragraph is never
   the answer (`Let $d = 90/n$ ... so there are 12 sequences.` is 12).
-- A `$` before a number that no closing `$` follows (`$18 a day`, `$1,250.`) is currency, not math.
+- A `$` before a number that no closing `$` follows (`$18 a day`, `$1,250.`) is currency, not math. A
+  decimal comma in a prose value (`Total : 3,45 $ par article.`; no space after the comma, not a group
+  of three) stays one token `3,45`, read as a whole answer `3,45` is (below).
+- A response that is only a matrix (`\begin{pmatrix}1&0\\0&1\end{pmatrix}`, no delimiters) is that matrix.
 - Else `parse_error`.
 
 Normalisation
@@ -54,7 +57,10 @@ Normalisation
   `\frac{a}{b}`; `\text{}`/`\textnormal{}`/`\mathrm{}`/`\mbox{}`/`\textbf{}`/... are unwrapped
   (`\mathrm{e}` is e); `\$`, `€`, `£`, `¥` (currency) are dropped; `\mathbb{R}` is `(-\infty, \infty)`;
   a doubled backslash before a command (`\\frac`, an escaped string pasted as LaTeX) is one, outside
-  matrices; a whole answer that is a number word up to twenty (`five`) is that number.
+  matrices; a whole answer that is a number word up to twenty (`five`) is that number. A form feed,
+  backspace, bell or vertical tab is the `\f`/`\b`/`\a`/`\v` it was before a non-raw string literal
+  mangled it (`<FF>rac{1}{4}` is `\frac{1}{4}`); a tab stays whitespace (`<TAB>ext{13}` is not 13). A
+  stray backslash after a value (`185\`) is dropped.
 - A membership label is dropped: `x \in [0, 1)` is `[0, 1)`. Unicode `π ∞ × · ≤ ≥ ≠ ∪ −` and the words
   `infinity`/`inf` are their LaTeX commands.
 - Decimal comma: `1,22` (one comma, not a thousands group) equals `1.22` written with a point; a leading
@@ -79,7 +85,8 @@ Normalisation
   letters, operators, parentheses: NO numbers (`f(2) = 5` is not the label f(2) for 5; `7 = 11a+c` and
   `2x+z = 1` are equations, never equal to `11a+c` or `1`). A chain `x = 5+5+1 = 11` is its last part
   (labelled x); a computation `2+3 = 5` (no letters) is its result. Labels that differ (`x = 5` vs `y =
-  5`) are compared as equations (so they differ). In a list each item keeps its own label (`a_3 = 2,
+  5`) are compared as equations (so they differ). A derivative stated equal to its value names it:
+  `\frac{d}{dy}(y^3) = 3y^2` == `3y^2` (the derivative itself is never evaluated). In a list each item keeps its own label (`a_3 = 2,
   a_{37} = 19` vs `a_{37} = 19, a_3 = 2`: items match only with their own labels when both are
   labelled; a labelled item matches a bare one by value: `AB = 4, CD = 5` == `4, 5`).
 - Multiple choice: when the reference is a single letter A-J (optionally `(B)`, `\text{(B)}`), the
@@ -106,7 +113,11 @@ Equality
   works from any thread or process): a 40-digit mpmath evaluation at fixed points first rejects clearly
   different values; equal-looking values must then be PROVEN equal by sympy (expand / radsimp /
   simplify / minimal polynomial). Unproven -> wrong; past the bound -> `timeout`. No numeric
-  tolerance ever accepts: a 50-digit decimal of sqrt(2) is not sqrt(2).
+  tolerance ever accepts: a 50-digit decimal of sqrt(2) is not sqrt(2). One exact exception, a double's
+  rendering: a bare decimal of 14-17 significant digits equals a RATIONAL reference that has no finite
+  decimal when it is that value rounded half-up or truncated at its last digit (`0.0833333333333333`
+  == 1/12; `0.0833333333333334`, `0.08333333333` (11 digits), `0.125000000000001` (1/8 has a finite
+  decimal) and `3.14159265358979` (pi: no decimal is irrational) are not).
 - Complexity bound before any evaluation: integer exponents above 10,000, results above 100,000 bits,
   more than 2,000 polynomial terms or 300,000 coefficient products, factorials above 2,000, nesting
   deeper than 150, answers longer than 2,000 characters are not evaluated: `9^{9^{9^9}}` and
@@ -115,22 +126,35 @@ Equality
 - Known false reject: "The answer is $\frac12$, or $0.5$." (two math answers in one sentence are
   read as a possible hedge, so neither is taken).
 - `^` followed by an unbraced multi-digit number (`2^10`) or `\sqrt` followed by one is ambiguous (LaTeX
-  renders `2^10` as 2^1 0) and is only compared as text. `\frac12` follows LaTeX (== 1/2).
+  renders `2^10` as 2^1 0) and is only compared as text, except in plain-text math (no TeX command and
+  no brace anywhere in that answer), where `2^10` is 1024 and `7w^13` is 7w^{13}, as a calculator reads
+  it. `\frac12` follows LaTeX (== 1/2).
 - Lists written in words: `6 \text{ and } 8`, `19, 46, and 82`, `x = 5 \text{ or } x = 6` are the
   lists `6, 8` etc. (so never equal to one of their items); `;` separates items when there is no comma
   (`-12;-11;-10`), and inside a tuple without commas (`(0;-2;6)` is `(0,-2,6)`); plain braces only group
-  (`{2, 3, 5}` is the list `2, 3, 5`: LaTeX hides them).
+  (`{2, 3, 5}` is the list `2, 3, 5`: LaTeX hides them). Labelled solution groups separated by `;`,
+  each naming the same unknowns in the same order, are a list of tuples: `p=5,q=2;p=7,q=2` ==
+  `(5,2),(7,2)` (!= `(2,5),(2,7)`).
 - Collections: `\{...\}` sets and bare comma lists (`1, 2, 3`, as in "find all solutions") are
   unordered (each element matched once, sizes must agree; duplicates in a `\{\}` set collapse);
   `(a, b)` / `[a, b]` / `(a, b]` tuples and intervals are ordered AND their brackets must match
   (open vs closed ends matter; `(1, 2)` != `[1, 2]`); unions `A \cup B` are unordered. A bare list is
   not equal to a tuple. `\emptyset` == `\varnothing` == `\{\}`. `\infty`/`-\infty` are compared as
-  signed infinities.
+  signed infinities. A list of solution tuples that names one twice equals the list without the repeat
+  when the reference names none twice (`(1,2),(2,1),(1,2)` == `(1,2),(2,1)`, but `(1,2),(1,2)` !=
+  `(1,2),(2,1)`; numbers stay a multiset: `2, 2, 3` != `2, 3`). A union of finite sets is the set of
+  their elements (`\{1,3\} \cup \{2,4\}` == `\{1,2,3,4\}`; a union with an interval is not).
+  Interval, tuple and set readings never meet: `(1,3)` (an interval or a pair) != `\{1,3\}` and !=
+  `{1,3}` (grouping braces: the list 1, 3), so neither reading can be paid for the other.
 - `a \pm b` (one `\pm` or `\mp`, nothing added after `b` in its group) is the unordered pair `a + b,
   a - b`: `1 \pm \sqrt2` == `1+\sqrt2, 1-\sqrt2`; `\pm 2` == `2, -2`; `\frac{-1 \pm \sqrt{13}}{4}` is its
   two values; inside a set or list the pair counts as two items (`\{1 \pm \sqrt5, -2\}` has three).
 - Matrices (`pmatrix`, `bmatrix`, `vmatrix`, `matrix`, `array`, also wrapped in `\left[ ... \right]` or
-  parentheses) compare entry by entry, row by row (a trailing row break is ignored).
+  parentheses) compare entry by entry, row by row (a trailing row break is ignored). Matrix arithmetic
+  written as the answer is evaluated exactly, cell by cell: sums, differences, products in the written
+  order (juxtaposed, `\cdot`, `\times`) and a number in front (`2\begin{pmatrix}...`), at most 4
+  matrices of at most 100 cells; shapes must agree, and anything else around the matrices (`^T`,
+  `\det`, a variable factor) leaves it unevaluated (never equal).
 - Relations: `x > 3` == `3 < x`; `\le`/`\leq`/`\geq`/`\ne`/`\lt`/`\gt` are understood; sides compared
   as values. Two single relations of the same kind are equivalent when one is the other times a
   constant, decided exactly over the polynomial algebra (never numerically, never sympy): any nonzero
@@ -139,7 +163,8 @@ Equality
   never equal to an inequality. A reference one-variable inequality (`-2 \le x \le 7`, `k \ge 2`,
   `0 < f(x) < 1`) equals the interval it describes in the response (`[-2, 7]`, `[2, \infty)`, `(0, 1)`;
   open/closed ends must match); a reference in interval notation asks for the interval, so an inequality
-  answering it is not paid (as math-verify's default).
+  answering it is not paid (as math-verify's default). Likewise a reference `lo <= |z| <= hi` (rational
+  0 < lo < hi) equals `[-hi, -lo] \cup [lo, hi]` in the response, and `|z| < hi` equals `(-hi, hi)`.
 - Anything that does not parse as math is compared as text (lowercased, whitespace collapsed, `\text`
   unwrapped): `\text{Monday}` == `monday`.
 """
@@ -205,7 +230,7 @@ _ANSWER_RE = re.compile(
 _MATH_SEGMENT_RE = re.compile(
     r"\$\$(.+?)\$\$|\$((?:[^$\\\n]|\\.)+)\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)", re.DOTALL
 )
-_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:']*$")
+_BARE_MATH_RE = re.compile(r"^[\d\s+\-*/^().,;{}\[\]\\a-zA-Z=<>|!_:'&]*$")
 # Splits prose into sentences: math segments and brace groups are skipped whole; a sentence ends at
 # '.', '!' or '?' followed by whitespace (or the end), or at a newline. "3.5" does not end one.
 _SENTENCE_SCAN_RE = re.compile(
@@ -437,8 +462,12 @@ def _strip_parenthetical(s: str) -> str:
 
 
 def _is_pure_math(s: str) -> bool:
-    words = re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}", _unwrap_text(s))
+    # An environment's name (`\\begin{pmatrix}`) is no prose word.
+    words = re.findall(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}", _ENV_NAME_RE.sub(" ", _unwrap_text(s)))
     return bool(_BARE_MATH_RE.match(s)) and not words
+
+
+_ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]+\}")
 
 
 def _statement_value(sentence: str) -> str | None:
@@ -477,6 +506,15 @@ def _statement_value(sentence: str) -> str | None:
     if any(w.lower() in _QUALIFIER_AFTER for w in words):
         return None
     values = [next(g for g in c.groups() if g).strip() for c in cands[k:]]
+    if (
+        len(values) == 2
+        and s[cands[k].end() : cands[k + 1].start()] == ","
+        and re.fullmatch(r"-?\d+", values[0])
+        and re.fullmatch(r"\d{1,2}|\d{4,}", values[1])
+    ):
+        # "3,45" (no space, not a thousands group) stays one token: a decimal comma, or the list 3, 45,
+        # as `check` reads a whole answer "3,45" (never 345).
+        values = [values[0] + "," + values[1]]
     value = ", ".join(values)
     if words and _UNIT_WORD_RE.match(after):  # "125 miles": a known unit stays with its value
         value += r" \text{ " + " ".join(words[:2]) + "}"
@@ -559,6 +597,7 @@ _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE
 
 def extract_answer(text: str) -> str | None:
     """The final answer in a response (see the module doc), or None. Raises Unclosed / Ambiguous."""
+    text = _restore_control_escapes(text)
     m = _END_TOKEN_RE.search(text)
     if m and text[: m.start()].strip():
         text = text[: m.start()]  # a chat template's end/turn token: what follows is not the response
@@ -694,8 +733,23 @@ class Normalized:
     label: str | None = None
 
 
+# A TeX command written in a non-raw string literal ("\frac" in Python source) arrives with its first
+# two characters turned into a control character: form feed + "rac". No answer holds a form feed,
+# backspace, bell or vertical tab otherwise, so they are read back as the backslash-letter they were.
+_CONTROL_ESCAPES = {"\x0c": "\\f", "\x08": "\\b", "\x07": "\\a", "\x0b": "\\v"}
+
+
+def _restore_control_escapes(s: str) -> str:
+    # Not tab or carriage return: those are whitespace a response may hold (`\t` + "ext{13}" stays text).
+    if not re.search(r"[\x07\x08\x0b\x0c]", s):
+        return s
+    for ch, tex in _CONTROL_ESCAPES.items():
+        s = s.replace(ch, tex)
+    return s
+
+
 def normalize(raw: str) -> Normalized:
-    s = raw.strip()
+    s = _restore_control_escapes(raw).strip()
     s = _strip_math_delims(s)
     s = s.replace("\n", " ").replace("\u2212", "-")
     if "\\begin" not in s:  # "\\\\frac" (an escaped string pasted as LaTeX) is "\\frac"; not in matrices
@@ -762,6 +816,7 @@ def normalize(raw: str) -> Normalized:
         unit = unit or _canon_unit((m.group("unit") or m.group("unit1")) + (m.group("pow") or ""))
         s = m.group("body").strip()
     s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"(?<=[\d}])\s*(?<!\\)\\$", "", s)  # a stray backslash after the value: "185\\"
     if s.endswith(".") and re.fullmatch(r"[-+]?\d+\.", s):
         s = s[:-1]
     if _THOUSANDS_WHOLE_RE.match(s):
@@ -826,6 +881,11 @@ def _top_level_positions(s: str, pattern: re.Pattern[str]) -> list[re.Match[str]
     return out
 
 
+_DERIVATIVE_RE = re.compile(
+    r"\\frac\s*\{\s*(?:d|\\partial)\s*(?:\^\{?\d\}?)?\s*\}\s*\{\s*(?:d|\\partial)\s*[a-zA-Z]\s*(?:\^\{?\d\}?)?\s*\}"
+)
+
+
 def _label_of(lhs: str) -> str | None:
     """The canonical name when `lhs` names what is being given (`x`, `a_{37}`, `f(x)`, `(p,q)`, `AB`,
     `|AB|`, `A:B`, `\\frac{NO}{BO}`, `x+y`): letters, subscripts and operators, no numbers. None when
@@ -833,6 +893,10 @@ def _label_of(lhs: str) -> str | None:
     t = lhs.strip()
     if not t or len(t) > 40:
         return None
+    if _DERIVATIVE_RE.match(t):
+        # `\\frac{d}{dx}(x^3) = 3x^2`: a derivative stated = its value names what is given (its
+        # numbers are the function's, not an equation's).
+        return re.sub(r"[\s{}]", "", t)
     core = re.sub(r"_\{[^{}]*\}|_\\?\w+|'|\^\{?\\prime\}?", "", t)
     if re.search(r"\d|[=<>]", core):
         return None
@@ -1048,6 +1112,10 @@ class _Parser:
         self.t = tokens
         self.i = 0
         self.depth = 0
+        # Plain-text math (no TeX command, no brace anywhere): `2^10` is 2 to the 10th, as a calculator
+        # or a programming language reads it. In TeX it renders 2^1 followed by 0, so with any TeX in the
+        # answer an unbraced multi-digit exponent stays ambiguous.
+        self.plain = not any(v.startswith("\\") or v in ("{", "}") for _, v in tokens)
 
     def peek(self, k: int = 0) -> tuple[str, str] | None:
         j = self.i + k
@@ -1174,7 +1242,7 @@ class _Parser:
             self.next()
             return ["neg", self.script_arg()]
         if tok[0] == "num":
-            if len(tok[1]) > 1:
+            if len(tok[1]) > 1 and not (self.plain and tok[1].isdigit()):
                 raise ParseFailure("ambiguous unbraced multi-digit exponent")
             self.next()
             return _num_node(tok[1])
@@ -1390,6 +1458,13 @@ def parse_value(text: str, depth: int = 0) -> Any:
     wrapped = _WRAPPED_MATRIX_RE.fullmatch(text)  # \left[\begin{array}...\end{array}\right]
     if wrapped:
         text = wrapped.group(1)
+    n_matrices = len(_MATRIX_LITERAL_RE.findall(text))
+    if n_matrices > MAX_MATRIX_LITERALS:
+        raise TooComplex(f"more than {MAX_MATRIX_LITERALS} matrices in one answer")
+    if n_matrices > 1 or re.match(r"[^\\]*[\d)}]\s*\\begin\{", text):
+        arithmetic = _matrix_arithmetic(text, depth)
+        if arithmetic is not None:
+            return arithmetic
     m = _MATRIX_RE.fullmatch(text)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
@@ -1397,6 +1472,10 @@ def parse_value(text: str, depth: int = 0) -> Any:
             raise ParseFailure("empty matrix")
         cells = [Collection("seq", [parse_value(c, depth + 1) for c in row.split("&")], "[]") for row in rows]
         return Collection("seq", cells, "M")
+    if ";" in text and "," in text and "=" in text:
+        groups = _labelled_groups(text, depth)
+        if groups is not None:
+            return groups
     # Lists written with words or semicolons: "6 and 8", "19, 46, and 82", "x = 5 or x = 6", "-12; -11".
     text = _LIST_WORD_RE.sub(", ", text)
     if ";" in text and "," not in text:
@@ -1414,6 +1493,113 @@ _WRAPPED_MATRIX_RE = re.compile(r"[\[(]\s*(\\begin\{([pbvB]?matrix|array)\}.*\\e
 _MATRIX_RE = re.compile(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", re.DOTALL)
 # Three or more plain letters in a row (not a \command) make the answer text, not a product of variables.
 _WORD_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+
+
+_MATRIX_LITERAL_RE = re.compile(
+    r"\\begin\{([pbvB]?matrix)\}((?:(?!\\begin\{|\\end\{).)*)\\end\{\1\}", re.DOTALL
+)
+_MATRIX_OP_RE = re.compile(r"\s*(?:(\+|-)|(\\cdot|\\times)|())\s*")
+MAX_MATRIX_CELLS = 100  # per matrix of an arithmetic answer (10x10)
+MAX_MATRIX_LITERALS = 4  # matrices in one arithmetic answer: the evaluated cells stay small trees
+
+
+def _labelled_groups(text: str, depth: int) -> Collection | None:
+    """`p=5,q=2;p=7,q=2`: solution groups, each naming the same unknowns in the same order, are the list
+    of tuples `(5,2),(7,2)` (the order inside a group is the order of its labels)."""
+    parts = text.split(";")
+    if len(parts) < 2:
+        return None
+    tuples, names = [], None
+    for part in parts:
+        try:
+            group = parse_value(part, depth + 1)
+        except ParseFailure:
+            return None
+        if not (isinstance(group, Collection) and group.kind == "list" and len(group.items) >= 2):
+            return None
+        if not all(isinstance(x, Scalar) and x.label for x in group.items):
+            return None
+        labels = [x.label for x in group.items]
+        if len(set(labels)) != len(labels) or (names is not None and labels != names):
+            return None
+        names = labels
+        tuples.append(Collection("seq", [Scalar(x.tree) for x in group.items], "()"))
+    return Collection("list", tuples)
+
+
+def _matrix_cells(body: str, depth: int) -> list[list[list[Any]]]:
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+    cells = [[_parse_tokens(tokenize(c)) for c in row.split("&")] for row in rows]
+    if not cells or len({len(r) for r in cells}) != 1 or len(cells) * len(cells[0]) > MAX_MATRIX_CELLS:
+        raise ParseFailure("ragged or empty matrix")
+    return cells
+
+
+def _matrix_arithmetic(text: str, depth: int) -> Collection | None:
+    """Matrix arithmetic written as the answer, evaluated exactly cell by cell: `A + B`, `A - B`, `AB`,
+    `A \\cdot B`, `2A` (a number in front). Shapes must agree; anything else in the text -> None (the
+    text is then read as before, and a sum of matrices never equals a matrix by accident)."""
+    pos, terms, sign = 0, [], "+"
+    while pos < len(text):
+        m = re.compile(r"\s*([^\\]*?)\s*(?=\\begin\{)").match(text, pos)
+        if not m:
+            return None
+        coef = None
+        if m.group(1):
+            if not re.fullmatch(r"-?\d+(?:\.\d+)?|-?\\frac\{\d+\}\{\d+\}", m.group(1)):
+                return None
+            coef = _parse_tokens(tokenize(m.group(1)))
+        factors = []
+        pos = m.end()
+        while True:
+            lit = _MATRIX_LITERAL_RE.match(text, pos)
+            if not lit:
+                return None
+            factors.append(_matrix_cells(lit.group(2), depth))
+            pos = lit.end()
+            op = _MATRIX_OP_RE.match(text, pos)
+            if pos >= len(text.rstrip()) or op is None:
+                break
+            if op.group(1):  # + or -: the next term
+                break
+            pos = op.end()  # \cdot, \times or juxtaposition: the next factor
+        product = factors[0]
+        for f in factors[1:]:
+            if len(product[0]) != len(f):
+                return None  # shapes do not agree: not a product
+            product = [
+                [
+                    _sum_nodes([["mul", product[r][k], f[k][c]] for k in range(len(f))])
+                    for c in range(len(f[0]))
+                ]
+                for r in range(len(product))
+            ]
+        if coef is not None:
+            product = [[["mul", coef, x] for x in row] for row in product]
+        if sign == "-":
+            product = [[["neg", x] for x in row] for row in product]
+        terms.append(product)
+        rest = text[pos:].strip()
+        if not rest:
+            break
+        if rest[0] not in "+-":
+            return None
+        sign = rest[0]
+        pos = text.index(rest[0], pos) + 1
+    if len(terms) == 1 and len(factors) == 1 and coef is None:
+        return None  # one plain matrix: the ordinary reading
+    shape = (len(terms[0]), len(terms[0][0]))
+    if any((len(t), len(t[0])) != shape for t in terms):
+        return None
+    total = [[_sum_nodes([t[r][c] for t in terms]) for c in range(shape[1])] for r in range(shape[0])]
+    return Collection("seq", [Collection("seq", [Scalar(x) for x in row], "[]") for row in total], "M")
+
+
+def _sum_nodes(nodes: list[list[Any]]) -> list[Any]:
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = ["add", out, n]
+    return out
 
 
 def _value(tokens: list[tuple[str, str]], depth: int) -> Any:
@@ -1894,7 +2080,10 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
     if isinstance(b, Relation) and isinstance(a, Collection):
         # The reference states an inequality, the response its interval: the same set. Not the other way
         # round: a reference in interval notation asks for the interval.
-        b = _relation_interval(b) or b
+        b = _relation_interval(b) or _abs_relation_set(b) or b
+    if isinstance(b, Relation) and isinstance(a, Union):
+        b = _abs_relation_set(b) or b
+    a, b = _finite_union(a), _finite_union(b)
     if isinstance(a, Union) and isinstance(b, Union):
         return _unordered_equal(a.parts, b.parts, ctx)
     if isinstance(a, Collection) and isinstance(b, Collection):
@@ -1906,6 +2095,12 @@ def values_equal(a: Any, b: Any, ctx: _Ctx) -> bool:
         if a.kind in unordered and b.kind in unordered:
             ai = _dedupe(a.items, ctx) if a.kind == "set" else a.items
             bi = _dedupe(b.items, ctx) if b.kind == "set" else b.items
+            if a.kind == "list" and _all_tuples(ai) and _all_tuples(bi) and len(ai) > len(bi):
+                # A list of solution tuples that names one twice is the same solution set, when the
+                # reference names none twice (numbers stay a multiset: roots with multiplicity).
+                deduped_b = _dedupe(bi, ctx)
+                if len(deduped_b) == len(bi):
+                    ai = _dedupe(ai, ctx)
             return _unordered_equal(ai, bi, ctx)
     return False
 
@@ -1972,6 +2167,57 @@ def _relation_interval(r: Relation) -> Collection | None:
     else:
         return None
     return Collection("seq", [Scalar(lo), Scalar(hi)], br)
+
+
+def _finite_union(v: Any) -> Any:
+    """`\\{2,6\\} \\cup \\{5,9\\}` (or `{2,6} \\cup {5,9}`, braces that only group): a union of finite sets is
+    the set of their elements. A union with an interval, or anything else, stays as it is."""
+    if not isinstance(v, Union):
+        return v
+    items: list[Any] = []
+    for part in v.parts:
+        if isinstance(part, Collection) and part.kind in ("set", "list"):
+            items.extend(part.items)
+        else:
+            return v
+    return Collection("set", items)
+
+
+def _all_tuples(items: list[Any]) -> bool:
+    return all(isinstance(x, Collection) and x.kind == "seq" and x.brackets == "()" for x in items)
+
+
+def _abs_relation_set(r: Relation) -> Any:
+    """`lo <= |z| <= hi` (constants 0 < lo < hi) as the set it describes, `[-hi, -lo] \\cup [lo, hi]`
+    (ends open where the relation is strict); `|z| < hi` / `|z| <= hi` as `(-hi, hi)` / `[-hi, hi]`.
+    None for any other shape (decided exactly: the ends must be rational)."""
+    c = r.chain
+    if any(isinstance(op, str) and op not in ("<", "<=") for op in c[1::2]):
+        return None
+    try:
+        if len(c) == 5 and c[2][0] == "abs" and c[2][1][0] == "var":
+            lo, hi = _as_rational(algebra(c[0])), _as_rational(algebra(c[4]))
+            if lo is None or hi is None or not 0 < lo < hi:
+                return None
+            lo_open, hi_open = c[1] == "<", c[3] == "<"
+            left = Collection(
+                "seq",
+                [Scalar(["neg", c[4]]), Scalar(["neg", c[0]])],
+                ("(" if hi_open else "[") + (")" if lo_open else "]"),
+            )
+            right = Collection(
+                "seq", [Scalar(c[0]), Scalar(c[4])], ("(" if lo_open else "[") + (")" if hi_open else "]")
+            )
+            return Union([left, right])
+        if len(c) == 3 and c[0][0] == "abs" and c[0][1][0] == "var":
+            hi = _as_rational(algebra(c[2]))
+            if hi is None or hi <= 0:
+                return None
+            br = "()" if c[1] == "<" else "[]"
+            return Collection("seq", [Scalar(["neg", c[2]]), Scalar(c[2])], br)
+    except (NotAlgebraic, ZeroDivisionError, TooComplex):
+        return None
+    return None
 
 
 def _dedupe(items: list[Any], ctx: _Ctx) -> list[Any]:
@@ -2047,6 +2293,43 @@ def _decimal_comma_equal(a: str, b: str) -> bool:
     return False
 
 
+# A machine float's rendering of a rational value with no finite decimal: a decimal of 14-17
+# significant digits (what a double prints) that is the value correctly rounded or truncated at its
+# last digit (`0.0833333333333333` for 1/12). Shorter decimals are approximations and are never paid
+# (`0.6666667`), nor is any decimal of an irrational value (`3.14159265358979` is not pi).
+FLOAT_RENDERING_DIGITS = (14, 17)
+_LONG_DECIMAL_RE = re.compile(r"[-+]?(\d*)\.(\d+)")
+
+
+def _float_rendering_equal(text: str, ref: Any) -> bool:
+    """`text` (a bare decimal) is a double's rendering of the rational reference (see
+    FLOAT_RENDERING_DIGITS): the reference has no finite decimal, and the text is the reference rounded
+    half-up or truncated at the text's last digit, no other digit string."""
+    m = _LONG_DECIMAL_RE.fullmatch(text.strip())
+    if not m or not isinstance(ref, Scalar) or ref.label:
+        return False
+    digits = (m.group(1) + m.group(2)).lstrip("0")
+    if not FLOAT_RENDERING_DIGITS[0] <= len(digits) <= FLOAT_RENDERING_DIGITS[1]:
+        return False
+    try:
+        exact = _as_rational(algebra(ref.tree))
+    except (NotAlgebraic, ZeroDivisionError, TooComplex):
+        return False
+    den = exact.denominator if exact is not None else 0
+    while den and den % 2 == 0:
+        den //= 2
+    while den and den % 5 == 0:
+        den //= 5
+    if den <= 1:
+        return False  # irrational, or a finite decimal (then only that decimal is equal)
+    got, scale = Fraction(text.strip()), 10 ** len(m.group(2))
+    scaled = exact * scale
+    truncated = Fraction(int(scaled), scale)  # int() truncates toward zero, for either sign
+    away = truncated + (Fraction(1, scale) if exact > 0 else Fraction(-1, scale))
+    rounded = away if abs(exact - truncated) * 2 >= Fraction(1, scale) else truncated
+    return got in (truncated, rounded)
+
+
 def check(
     response_answer: str, reference: str, timeout_s: float = SYMBOLIC_TIMEOUT_S, allow_symbolic: bool = True
 ) -> Verdict:
@@ -2090,6 +2373,8 @@ def check(
         return Verdict(0.0, TIMEOUT, f"not evaluated: too_complex: {exc}")
     except RecursionError:
         return Verdict(0.0, TIMEOUT, "not evaluated: too_complex: recursion")
+    if not equal and _float_rendering_equal(resp.norm.text, ref.value):
+        return Verdict(1.0, OK, "a double's rendering of the rational value")
     metrics = {"symbolic": float(ctx.used_symbolic)}
     if equal:
         return Verdict(1.0, OK, "symbolic" if ctx.used_symbolic else "exact", metrics)
