@@ -427,8 +427,10 @@ def test_many_joined_boxes_and_long_prose_are_scanned_within_a_bound() -> None:
         ("$" * 50_000 + " the answer is 5", "5"),
         ("Final Answer: " + "(" * 50_000, "5"),
     ]
+    # CPU time of this process (the checks run in process): the bound is on the work, not on how long a
+    # loaded machine keeps it waiting (a quadratic scan of these inputs takes minutes of CPU; linear, ~0.05 s).
     for response, reference in cases:
-        start = time.monotonic()
+        start = time.process_time()
         v = verdict(response, reference)
-        assert time.monotonic() - start < 2.0, (response[:40], v)
+        assert time.process_time() - start < 2.0, (response[:40], v)
     assert accepted(cases[1][0], "7")
