@@ -103,6 +103,8 @@ def test_submit_follow_trains_and_leaves_metrics(head, tmp_path):
     assert all("critic/score/mean" in r for r in trained)
     assert (run_dir / "reward_curve.png").is_file()
     assert (run_dir / "config.yaml").is_file()
+    # the submitted overrides, stored so that a resume (another job, or rlvr train --run-dir) keeps them
+    assert json.loads((run_dir / "recipe.json").read_text())["overrides"] == TWO_STEPS
 
     # The secret reached the job but is printed nowhere: not by submit, status, logs or the metadata.
     info = _api(head, f"/api/jobs/{job_id}")
