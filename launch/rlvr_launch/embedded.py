@@ -276,7 +276,7 @@ def build_model(spec: TinySpec, out_dir: Path, log=print) -> dict:
     held_out_accuracy = greedy_accuracy(model, tokenizer, held_out)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(tmp)
+    _save_quietly(model, tmp)
     info = {
         "spec": asdict(spec),
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -288,6 +288,20 @@ def build_model(spec: TinySpec, out_dir: Path, log=print) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return info
+
+
+def _save_quietly(model, directory: Path) -> None:
+    """save_pretrained without transformers' "Writing model shards" progress bar on the user's first
+    `rlvr train`."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(directory)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def build_addition_data(spec: TinySpec, out_dir: Path) -> None:

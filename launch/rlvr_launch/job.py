@@ -9,6 +9,8 @@ Two ways in:
   `python -m rlvr_launch.job --job-id NAME experiment=NAME [overrides]`.
 Either way the recipe is composed here (so ${oc.env:...} and `~` resolve in the cluster's environment) and
 `train.run_training` runs verl's trainer on the cluster's Ray (RAY_ADDRESS is set by the Jobs API).
+A run directory that already holds a run (config.yaml) continues its stored recipe (recipe.json) with the
+job's overrides on top, as `rlvr train --run-dir` resumes; a new run stores its overrides there.
 
 Where the recipes come from without a jobspec, first found wins: RLVR_RECIPES_DIR; the `recipes` folder
 shipped as a py_module by cluster/runtime_env.yaml (`ray job submit --runtime-env cluster/runtime_env.yaml`
@@ -133,6 +135,14 @@ def prepare_task_data(cfg, source: str | None = None) -> bool:
 
 def load_config(args: argparse.Namespace):
     """Compose the recipe here, on the cluster: from a shipped jobspec or from the image's recipes."""
+    from rlvr_launch.compose import compose
+
+    return compose(load_overrides(args))
+
+
+def load_overrides(args: argparse.Namespace) -> list[str]:
+    """The job's overrides (the jobspec's, or the command line's), with RLVR_RECIPES_DIR set to the
+    recipes they compose against."""
     overrides = list(args.overrides)
     if args.config_package:
         if overrides:
@@ -159,9 +169,21 @@ def load_config(args: argparse.Namespace):
             )
         os.environ["RLVR_RECIPES_DIR"] = str(recipes)
         print(f"rlvr job: recipes from {recipes}", flush=True)
-    from rlvr_launch.compose import compose
+    return overrides
 
-    return compose(overrides)
+
+def job_recipe(args: argparse.Namespace, run_dir: Path):
+    """(config, overrides) the job trains: a run directory that already holds a run continues that
+    run's stored recipe with the job's overrides on top, exactly as `rlvr train --run-dir` resumes
+    (train.resume_recipe: printed as a diff; model/algorithm/tokenizer changes refused)."""
+    from rlvr_launch.compose import compose
+    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.train import resume_recipe
+
+    overrides = load_overrides(args)
+    if RunDir(run_dir).config_path.is_file():
+        return resume_recipe(RunDir(run_dir), overrides)
+    return compose(overrides), overrides
 
 
 def run_dir_for(args: argparse.Namespace) -> Path:
@@ -177,10 +199,10 @@ def run_dir_for(args: argparse.Namespace) -> Path:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
-        cfg = load_config(args)
+        run_dir = run_dir_for(args)
+        cfg, overrides = job_recipe(args, run_dir)
         if args.prepare_data:
             prepare_task_data(cfg, args.data_source)
-        run_dir = run_dir_for(args)
         print(f"rlvr job {args.job_id}: run dir {run_dir}", flush=True)
         # run_training's ray.init passes the workers' env vars (worker_env, verl's own) again; inside a
         # job Ray refuses a runtime_env that repeats the job's keys unless the driver's may override
@@ -188,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"
         from rlvr_launch.train import run_training
 
-        status = run_training(cfg, run_dir)
+        # The overrides go to RUN_DIR/recipe.json, so that a resume (another job, or `rlvr train
+        # --run-dir` on the shared volume) continues this recipe.
+        status = run_training(cfg, run_dir, overrides=overrides)
     except UserError as e:
         print(f"rlvr job: error: {e}", file=sys.stderr)
         return 2

@@ -107,8 +107,9 @@ def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir
 
 
 @pytest.mark.slow
-def test_the_build_is_deterministic(tmp_path, tiny_model_dir):
+def test_the_build_is_deterministic(tmp_path, tiny_model_dir, capfd):
     rebuilt = embedded.ensure_tiny_model(tmp_path, log=lambda _m: None)
+    assert "Writing model shards" not in capfd.readouterr().err, "a first run prints rlvr's lines only"
     assert rebuilt.name == tiny_model_dir.name, "the folder name is the spec's digest"
     for name in ("tokenizer.json", "model.safetensors"):
         digest = [hashlib.sha256((d / name).read_bytes()).hexdigest() for d in (rebuilt, tiny_model_dir)]

@@ -117,3 +117,63 @@ def test_cli_resume_with_another_algorithm_exits_2_before_anything_starts(tmp_pa
     assert "refusing to resume" in proc.stderr and "Traceback" not in proc.stderr
     assert rd.config_path.read_text() == before, "a refused resume must leave config.yaml as it was"
     assert not rd.attempts_dir.exists()
+
+
+# --- the same resume for a submitted run (rlvr_launch.job, the driver `rlvr submit` runs) -----------
+
+
+# Its own experiment name: _config_yaml caches by overrides, and the tests above compose without the
+# session's RLVR_CACHE_DIR (another model path), which a job's resume would rightly refuse.
+SUBMITTED_DAPO = ["algo=dapo", "trainer.total_training_steps=8", "trainer.experiment_name=dapo_job"]
+
+
+@pytest.fixture
+def job_env(monkeypatch, rlvr_cache):
+    """The job driver runs in this process (as Ray runs it: `python -m rlvr_launch.job`); what it sets
+    in the environment (RLVR_RECIPES_DIR) and the jobspec module are undone afterwards."""
+    monkeypatch.delenv("RLVR_RECIPES_DIR", raising=False)
+    monkeypatch.delenv("RAY_OVERRIDE_JOB_RUNTIME_ENV", raising=False)
+    yield monkeypatch
+    sys.modules.pop("rlvr_jobspec", None)
+
+
+def test_a_submitted_resume_continues_the_stored_dapo_recipe_with_its_overrides_on_top(
+    tmp_path, job_env, capsys
+):
+    """`rlvr submit --run-dir D OVERRIDES` on a run dir a submitted DAPO run left: the job driver
+    composes the stored recipe with the jobspec's overrides on top (printed as a diff), as `rlvr train
+    --run-dir` does; before, it composed the jobspec's overrides alone (GRPO, 60 steps) and refused."""
+    from rlvr_launch import job, submit
+
+    rd = _started_run(tmp_path / "run", SUBMITTED_DAPO, checkpoint_step=8)
+    submitted = ["actor_rollout_ref.actor.optim.lr=1e-4"]
+    submit.write_jobspec(OmegaConf.create({}), submitted, tmp_path / "ship", compose.recipes_dir())
+    job_env.syspath_prepend(str(tmp_path / "ship"))  # as Ray's py_modules put the jobspec on the path
+    code = job.main(
+        ["--job-id", "rlvr-resume-1", "--config-package", "rlvr_jobspec", "--run-dir", str(rd.path)]
+    )
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert "actor_rollout_ref.actor.optim.lr: 0.0005 -> 0.0001" in out.out
+    assert "run already complete: the latest checkpoint is step 8 of 8" in out.out, "the stored 8 steps"
+
+
+def test_a_plain_ray_job_on_a_finished_run_dir_keeps_its_recipe_and_says_it_is_complete(
+    tmp_path, job_env, capsys
+):
+    """`ray job submit -- python -m rlvr_launch.job --run-dir D` with no overrides on a finished 8-step
+    DAPO run: complete (not restarted as the default 60-step GRPO run, nor refused as another recipe);
+    a refused algorithm change exits 2 with the reason and leaves the run dir as it was."""
+    from rlvr_launch import job
+
+    rd = _started_run(tmp_path / "run", SUBMITTED_DAPO, checkpoint_step=8)
+    code = job.main(["--job-id", "rlvr-resume-1", "--run-dir", str(rd.path)])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert "run already complete: the latest checkpoint is step 8 of 8" in out.out
+    before = rd.config_path.read_text()
+    code = job.main(["--job-id", "rlvr-resume-1", "--run-dir", str(rd.path), "algo=rloo"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "refusing to resume" in err and "algorithm.adv_estimator: grpo -> rloo" in err
+    assert rd.config_path.read_text() == before and not rd.attempts_dir.exists()

@@ -24,6 +24,8 @@ RLVR = str(Path(sys.executable).with_name("rlvr"))
 SECRET_NAME = "RLVR_TEST_SECRET"
 SECRET_VALUE = "tok-3f9c2e71d8a54b0c-never-print-me"
 TWO_STEPS = ["experiment=cpu_demo", "trainer.total_training_steps=2"]
+# The default experiment (cpu_demo) without naming it: the job must still carry its composed name.
+DEFAULT_TWO_STEPS = ["trainer.total_training_steps=2"]
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +90,7 @@ def test_submit_follow_trains_and_leaves_metrics(head, tmp_path):
         SECRET_NAME,
         "--env",
         "RLVR_TEST_PLAIN=visible",
-        *TWO_STEPS,
+        *DEFAULT_TWO_STEPS,
         extra_env={SECRET_NAME: SECRET_VALUE},
     )
     elapsed = time.monotonic() - started
@@ -103,9 +105,13 @@ def test_submit_follow_trains_and_leaves_metrics(head, tmp_path):
     assert all("critic/score/mean" in r for r in trained)
     assert (run_dir / "reward_curve.png").is_file()
     assert (run_dir / "config.yaml").is_file()
+    # the submitted overrides, stored so that a resume (another job, or rlvr train --run-dir) keeps them
+    assert json.loads((run_dir / "recipe.json").read_text())["overrides"] == DEFAULT_TWO_STEPS
 
     # The secret reached the job but is printed nowhere: not by submit, status, logs or the metadata.
     info = _api(head, f"/api/jobs/{job_id}")
+    # named after the composed experiment, not "default", though no experiment= was given
+    assert job_id.startswith("rlvr-cpu_demo-") and info["metadata"]["rlvr_experiment"] == "cpu_demo"
     assert info["runtime_env"]["env_vars"][SECRET_NAME] == SECRET_VALUE
     assert "working_dir" not in info["runtime_env"], "rlvr must not invent a working_dir"
     # rlvr's three packages and the jobspec, uploaded to the cluster (Ray names them by content hash)
