@@ -143,12 +143,28 @@ def test_bad_specs_and_overrides_are_refused_with_the_fix(recipes):
         pipeline.load_spec(name, ["zz:foo=1"])
 
 
-@pytest.mark.parametrize("name", ["r1_zero", "distill"])
+@pytest.mark.parametrize("name", ["r1", "r1_zero", "distill"])
 def test_shipped_pipelines_load_and_say_how_to_run_them(name):
     spec = pipeline.load_spec(name)
     assert all(stage["kind"] in stages.STAGE_KINDS for stage in spec["stages"])
     text = (compose.recipes_dir() / "pipeline" / f"{name}.yaml").read_text()
     assert text.startswith("# Pipeline") and f"rlvr pipeline {name}" in text
+
+
+@pytest.mark.parametrize("name,rubrics", [("r1", [None, "r1"]), ("r1_zero", ["r1_zero"])])
+def test_rl_stages_of_the_r1_pipelines_compose_with_the_rubric_their_reward_needs(name, rubrics):
+    """Each rl stage's overrides compose into a valid verl config (what `rlvr train` will run), and the
+    recipe key selects the rubric: R1's reasoning RL is paid by correctness alone, its final RL and
+    R1-Zero by a rubric the reward manager accepts."""
+    from rlvr_verifiers.verl_bridge import BridgeConfig
+
+    rl = [s for s in pipeline.load_spec(name)["stages"] if s["kind"] == "rl"]
+    found = []
+    for stage in rl:
+        cfg = compose.compose(stage["overrides"])
+        found.append(cfg.reward.reward_kwargs.rlvr.rubric)
+        assert BridgeConfig.from_verl_config(cfg).rubric == found[-1]
+    assert found == rubrics
 
 
 def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tmp_path):
