@@ -119,11 +119,13 @@ def _resolve_path(value: str) -> str:
         cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
         if what == "tiny":
             return str(embedded.ensure_tiny_model(cache, log=lambda _m: None))
+        if what == "tiny_base":  # plain text only: never the chat format nor the tags (for R1-Zero)
+            return str(embedded.ensure_base_model(cache, log=lambda _m: None))
         if what in (embedded.ADDITION_LONG_COT, embedded.GENERAL):
             data_dir = Path(os.path.expanduser(os.environ.get("RLVR_DATA_DIR", str(cache / "data"))))
             return str(embedded.ensure_sft_data(data_dir, what))
         raise UserError(
-            f"unknown embedded asset {value!r}; known: embedded://tiny (model), "
+            f"unknown embedded asset {value!r}; known: embedded://tiny, embedded://tiny_base (models), "
             f"embedded://{embedded.ADDITION_LONG_COT}, embedded://{embedded.GENERAL} (SFT data)"
         )
     return str(Path(os.path.expanduser(value)).resolve())

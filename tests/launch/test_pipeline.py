@@ -222,3 +222,38 @@ def test_a_second_runner_on_the_same_run_dir_is_refused(recipes, tmp_path):
     assert RUNS == []
     pipeline.execute(name, run_dir, log=lambda _m: None)  # free again once the holder lets go
     assert RUNS == ["a", "b", "c"]
+
+
+def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr_cache, tiny_model_dir):
+    """embedded://tiny_base (R1-Zero's starting point): trained on plain `a+b=s` lines only."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr_launch import embedded
+
+    base = Path(pipeline._resolve_path("embedded://tiny_base"))
+    assert base == embedded.ensure_base_model(rlvr_cache) and base != tiny_model_dir
+    corpus = "".join(embedded.base_corpus(embedded.TinySpec()))
+    assert not any(mark in corpus for mark in ("<|im_start|>", "<|im_end|>", "<think>", "</think>"))
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_model_dir).get_vocab()
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    train, held_out = embedded.addition_pairs(embedded.TinySpec())
+    # every prompt has the same length in tokens (single digits), so each set is one unpadded batch
+    plain = tokenizer([embedded.addition_prompt(a, b) for a, b in train], return_tensors="pt")
+    out = model.generate(**plain, max_new_tokens=3, do_sample=False)
+    texts = tokenizer.batch_decode(out[:, plain["input_ids"].shape[1] :])
+    right = sum(t.split("\n")[0].strip() == str(a + b) for t, (a, b) in zip(texts, train, strict=True))
+    assert (
+        right / len(train) > 0.2
+    )  # it has learned the text: plain-text sums come out right well above chance
+    chat = tokenizer.apply_chat_template(
+        [[{"role": "user", "content": embedded.addition_prompt(a, b)}] for a, b in held_out],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    out = model.generate(**chat, max_new_tokens=8, do_sample=False)
+    # in a chat turn it never closes the turn (it never saw <|im_end|>) and never opens a think block
+    for text in tokenizer.batch_decode(out[:, chat["input_ids"].shape[1] :]):
+        assert "<|im_end|>" not in text and "<think>" not in text, text
