@@ -14,7 +14,8 @@ the names, sizes and mtimes of its files). On a run:
   `rl` or `sft` stage resumes from its latest checkpoint (rlvr train's / verl's resume);
 - a stage whose key changed (its config, or anything upstream) starts over in a cleared folder.
 
-`STAGE:key=value` on the command line appends an override to that stage (part of its key).
+`STAGE:key=value` on the command line appends an override to that stage (part of its key);
+`STAGE:args.KEY=value` sets one of the stage's args instead (the value read as YAML).
 `--status` prints every stage's state (done / stale / running / interrupted / failed / pending), its
 key metrics and outputs, without running anything.
 """
@@ -88,7 +89,12 @@ def load_spec(name: str, overrides: list[str] | None = None) -> dict:
         target, sep, override = item.partition(":")
         if not sep or target not in seen or "=" not in override:
             raise UserError(f"override {item!r}: write STAGE:key=value with STAGE one of {', '.join(seen)}")
-        next(s for s in entries if s["name"] == target)["overrides"].append(override)
+        entry = next(s for s in entries if s["name"] == target)
+        if override.startswith("args."):  # STAGE:args.KEY=VALUE sets one of the kind's args (YAML value)
+            key, _, value = override[len("args.") :].partition("=")
+            entry["args"][key] = yaml.safe_load(value)
+        else:
+            entry["overrides"].append(override)
     return spec
 
 

@@ -192,6 +192,12 @@ def run_sample(stage: Stage) -> dict:
         _need(stage, "model"), task, k, stage.dir / "data", overrides=stage.overrides, **args
     )
     metrics = {key: report[key] for key in ("responses", "verified", "acceptance_rate", "kept", "mixed")}
+    if not report["kept"]:
+        raise UserError(
+            f"stage {stage.name!r}: rlvr sample kept none of {report['responses']} responses "
+            f"({report['verified']} verified; drop reasons in {stage.dir / 'data' / 'stats.json'}), so the "
+            "next stage would train on nothing: train the model longer, raise args.k, or loosen the filters"
+        )
     return {"outputs": {"data": str(stage.dir / "data" / "train.parquet")}, "metrics": metrics}
 
 

@@ -94,6 +94,29 @@ def test_a_finished_pipeline_is_skipped_and_a_changed_stage_reruns_with_everythi
     assert (run_dir / "stages" / "00-a" / "progress.txt").read_text() == "x"
 
 
+def test_stage_args_are_set_from_the_command_line_and_change_the_stage_key(recipes, tmp_path):
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = tmp_path / "run"
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    spec = pipeline.load_spec(name, ["a:args.value=7", "b:args.extra={k: [1, 2]}"])
+    assert spec["stages"][0]["args"] == {"value": 7}  # a YAML value, not the string "7"
+    assert spec["stages"][1]["args"] == {"fail_once": False, "extra": {"k": [1, 2]}}
+    assert spec["stages"][0]["overrides"] == []
+    assert _states(name, run_dir, ["a:args.value=7"]) == ["stale", "stale", "stale"]
+    pipeline.execute(name, run_dir, ["a:args.value=7"], log=lambda _m: None)
+    assert (run_dir / "stages" / "02-c" / "out.txt").read_text() == "a(7)b(0)c(0)"
+
+
+def test_a_sample_stage_that_keeps_nothing_stops_the_pipeline_with_the_fix(rlvr_cache, monkeypatch, tmp_path):
+    # The base model never writes a think block, so the think-format filter keeps none of its responses.
+    monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path / "data"))
+    args = {"task": "addition", "k": 2, "limit": 4, "max_tokens": 8, "format_filter": "think"}
+    stage = stages.Stage("sample", "sample", tmp_path, {"model": "embedded://tiny_base"}, args)
+    stage.inputs["model"] = pipeline._resolve_path("embedded://tiny_base")
+    with pytest.raises(UserError, match=r"kept none of 8 responses .* train the model longer"):
+        stages.run_sample(stage)
+
+
 def test_a_failed_stage_continues_in_its_folder_and_status_tells_the_truth(recipes, tmp_path):
     name = recipes(SPEC.replace("FAIL", "true"))
     run_dir = tmp_path / "run"
