@@ -453,3 +453,70 @@ def ensure_sft_data(data_dir: Path, name: str, spec: TinySpec = TinySpec()) -> P
             tmp.rename(out)
             marker.touch()
     return out / "train.parquet"
+
+
+# ------------------------------------------------------------------------------------------ base model
+# The *base* variant for R1-Zero: the same architecture and tokenizer as the tiny model, trained only on
+# plain text, `a+b=s` lines of the training sums (a language model's loss on every token), so it has seen
+# the task's text but never the chat format (<|im_start|> turns) nor the reasoning tags. Built next to
+# the tiny model (its tokenizer is copied, so token ids agree) under its own digest.
+BASE_STEPS = 200  # plain-text LM steps (batch 32 of the 80 training lines)
+_BASE_VERSION = 1
+
+
+def base_corpus(spec: TinySpec) -> list[str]:
+    train, _ = addition_pairs(spec)
+    return [f"{addition_prompt(a, b)}{a + b}\n" for a, b in train]
+
+
+def build_base_model(spec: TinySpec, tiny_dir: Path, out_dir: Path) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(spec.seed)
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    tokenizer.save_pretrained(tmp)
+    model = AutoModelForCausalLM.from_config(_model_config(spec, tokenizer), dtype=torch.float32)
+    lines = [tokenizer.encode(text, add_special_tokens=False) for text in base_corpus(spec)]
+    width = max(len(ids) for ids in lines)
+    inputs = torch.full((len(lines), width), tokenizer.pad_token_id, dtype=torch.long)
+    labels = torch.full((len(lines), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(lines), width), dtype=torch.long)
+    for row, ids in enumerate(lines):
+        inputs[row, : len(ids)] = labels[row, : len(ids)] = torch.tensor(ids)
+        mask[row, : len(ids)] = 1
+    generator = torch.Generator().manual_seed(spec.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warm_start_lr)
+    loss = float("nan")
+    model.train()
+    for _ in range(BASE_STEPS):
+        idx = torch.randperm(len(lines), generator=generator)[:32]
+        out = model(input_ids=inputs[idx], attention_mask=mask[idx], labels=labels[idx])
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+        loss = out.loss.item()
+    model.eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(tmp)
+    info = {"spec": asdict(spec), "base_steps": BASE_STEPS, "final_loss": loss, "text": "a+b=s lines only"}
+    (tmp / "rlvr_build.json").write_text(json.dumps(info, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return info
+
+
+def ensure_base_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -> Path:
+    """Path of the cached base (plain text only, no chat format, no tags) tiny model, built if needed."""
+    tiny = ensure_tiny_model(cache_dir, spec, log=log)
+    digest = hashlib.sha256(f"{spec.digest()}:{BASE_STEPS}:{_BASE_VERSION}".encode()).hexdigest()[:12]
+    out = Path(cache_dir) / "models" / f"tiny-qwen2-base-{digest}"
+    with _locked(out.with_name(out.name + ".lock")):
+        if not (out / "rlvr_build.json").exists():
+            log(f"[rlvr] building the base tiny model in {out} (once; a few seconds)")
+            build_base_model(spec, tiny, out)
+    return out

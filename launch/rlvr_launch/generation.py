@@ -251,7 +251,12 @@ def generate(model_dir: Path, prompts: list[Prompt], sampling: Sampling, tags=No
 
 
 def verify(responses: list[Response], extra: dict | None = None) -> None:
-    """Score every response in place with the verifier its row routes to (never silently skipped)."""
+    """Score every response in place with the verifier its row routes to (never silently skipped).
+
+    The path `rlvr score` takes without Ray (score._verify_batch_safely): the verifiers' own bounds apply
+    (math's symbolic checks in killable worker processes, code in its sandbox), and a verifier that
+    raises gives each of its items a counted `sandbox_error` instead of ending the run."""
+    from rlvr_launch.score import _verify_batch_safely
     from rlvr_verifiers import registry, verl_bridge
     from rlvr_verifiers.base import Item
 
@@ -263,7 +268,7 @@ def verify(responses: list[Response], extra: dict | None = None) -> None:
         else:
             r.score, r.status, r.detail = item.score, item.status, item.detail
     for name, pairs in by_verifier.items():
-        verdicts = registry.get(name).verify_batch([item for _, item in pairs])
+        verdicts = _verify_batch_safely(registry.get(name), name, [item for _, item in pairs])
         for (r, _), v in zip(pairs, verdicts, strict=True):
             r.score, r.status, r.detail = float(v.score), v.status, v.detail
 

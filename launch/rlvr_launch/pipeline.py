@@ -14,7 +14,8 @@ the names, sizes and mtimes of its files). On a run:
   `rl` or `sft` stage resumes from its latest checkpoint (rlvr train's / verl's resume);
 - a stage whose key changed (its config, or anything upstream) starts over in a cleared folder.
 
-`STAGE:key=value` on the command line appends an override to that stage (part of its key).
+`STAGE:key=value` on the command line appends an override to that stage (part of its key);
+`STAGE:args.KEY=value` sets one of the stage's args instead (the value read as YAML).
 `--status` prints every stage's state (done / stale / running / interrupted / failed / pending), its
 key metrics and outputs, without running anything.
 """
@@ -89,7 +90,12 @@ def load_spec(name: str, overrides: list[str] | None = None) -> dict:
         target, sep, override = item.partition(":")
         if not sep or target not in seen or "=" not in override:
             raise UserError(f"override {item!r}: write STAGE:key=value with STAGE one of {', '.join(seen)}")
-        next(s for s in entries if s["name"] == target)["overrides"].append(override)
+        entry = next(s for s in entries if s["name"] == target)
+        if override.startswith("args."):  # STAGE:args.KEY=VALUE sets one of the kind's args (YAML value)
+            key, _, value = override[len("args.") :].partition("=")
+            entry["args"][key] = yaml.safe_load(value)
+        else:
+            entry["overrides"].append(override)
     return spec
 
 
@@ -120,11 +126,13 @@ def _resolve_path(value: str) -> str:
         cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
         if what == "tiny":
             return str(embedded.ensure_tiny_model(cache, log=lambda _m: None))
+        if what == "tiny_base":  # plain text only: never the chat format nor the tags (for R1-Zero)
+            return str(embedded.ensure_base_model(cache, log=lambda _m: None))
         if what in (embedded.ADDITION_LONG_COT, embedded.GENERAL):
             data_dir = Path(os.path.expanduser(os.environ.get("RLVR_DATA_DIR", str(cache / "data"))))
             return str(embedded.ensure_sft_data(data_dir, what))
         raise UserError(
-            f"unknown embedded asset {value!r}; known: embedded://tiny (model), "
+            f"unknown embedded asset {value!r}; known: embedded://tiny, embedded://tiny_base (models), "
             f"embedded://{embedded.ADDITION_LONG_COT}, embedded://{embedded.GENERAL} (SFT data)"
         )
     return str(Path(os.path.expanduser(value)).resolve())

@@ -11,7 +11,8 @@ Register another kind with `@stage_kind("name")` (one function; a module of its 
             `messages` column) on input `data` from input `model`; resumes from its own checkpoints
             (resume_mode auto). Output `checkpoint`.
 - `merge`:  verl's model merger on input `checkpoint` (the latest step). Output `model` (HF folder).
-- `sample`: `rlvr sample` of input `model` (args: task, k, and sample's options). Output `data`.
+- `sample`: `rlvr sample` of input `model` (args: task, k, and sample's options; optional input `mix`,
+            general SFT data mixed in by args.mix_ratio). Output `data`.
 - `eval`:   `rlvr eval` of input `model` (args: task, k, ...). Output `report`; metrics pass@1, ...
 """
 
@@ -185,10 +186,18 @@ def run_sample(stage: Stage) -> dict:
     task, k = args.pop("task"), int(args.pop("k", 4))
     if "select" in args:  # the CLI's --select, sample()'s mode
         args["mode"] = args.pop("select")
+    if stage.inputs.get("mix"):  # general data mixed in (args.mix_ratio rows per accepted row)
+        args["mix"] = stage.inputs["mix"]
     report = sample.sample(
         _need(stage, "model"), task, k, stage.dir / "data", overrides=stage.overrides, **args
     )
     metrics = {key: report[key] for key in ("responses", "verified", "acceptance_rate", "kept", "mixed")}
+    if not report["kept"]:
+        raise UserError(
+            f"stage {stage.name!r}: rlvr sample kept none of {report['responses']} responses "
+            f"({report['verified']} verified; drop reasons in {stage.dir / 'data' / 'stats.json'}), so the "
+            "next stage would train on nothing: train the model longer, raise args.k, or loosen the filters"
+        )
     return {"outputs": {"data": str(stage.dir / "data" / "train.parquet")}, "metrics": metrics}
 
 

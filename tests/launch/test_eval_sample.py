@@ -243,3 +243,33 @@ def test_a_checkpoint_is_found_from_the_run_dir_the_step_or_the_shard_folder(tmp
         assert generation._actor_dir(given) == want
     (ckpts / "latest_checkpointed_iteration.txt").write_text("7")
     assert generation._actor_dir(ckpts) is None
+
+
+def test_a_verifier_that_raises_gives_each_of_its_responses_a_counted_failure_not_a_crash():
+    """eval/sample verify as `rlvr score`'s local path does: one failing verifier costs its own
+    responses a `sandbox_error` each; the other rows are still scored."""
+    from rlvr_launch import generation
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Verdict
+
+    class Explodes:
+        def verify_batch(self, items):
+            if any("boom" in it.response for it in items):
+                raise RuntimeError("boom")
+            return [Verdict(1.0, "ok", "fine") for _ in items]
+
+        def verify(self, item):
+            return self.verify_batch([item])[0]
+
+    if "test_explodes" not in registry.names():
+        registry.register("test_explodes")(Explodes())
+    bad = generation.Prompt(0, [], "test_explodes", "x", "t")
+    good = generation.Prompt(1, [], "math", "7", "addition")
+    responses = [
+        generation.Response(bad, 0, "boom", 1, False),
+        generation.Response(bad, 1, "fine", 1, False),
+        generation.Response(good, 0, "7", 1, False),
+    ]
+    generation.verify(responses)
+    assert [r.status for r in responses] == ["sandbox_error", "ok", "ok"]
+    assert "RuntimeError: boom" in responses[0].detail and responses[2].score == 1.0

@@ -94,6 +94,29 @@ def test_a_finished_pipeline_is_skipped_and_a_changed_stage_reruns_with_everythi
     assert (run_dir / "stages" / "00-a" / "progress.txt").read_text() == "x"
 
 
+def test_stage_args_are_set_from_the_command_line_and_change_the_stage_key(recipes, tmp_path):
+    name = recipes(SPEC.replace("FAIL", "false"))
+    run_dir = tmp_path / "run"
+    pipeline.execute(name, run_dir, log=lambda _m: None)
+    spec = pipeline.load_spec(name, ["a:args.value=7", "b:args.extra={k: [1, 2]}"])
+    assert spec["stages"][0]["args"] == {"value": 7}  # a YAML value, not the string "7"
+    assert spec["stages"][1]["args"] == {"fail_once": False, "extra": {"k": [1, 2]}}
+    assert spec["stages"][0]["overrides"] == []
+    assert _states(name, run_dir, ["a:args.value=7"]) == ["stale", "stale", "stale"]
+    pipeline.execute(name, run_dir, ["a:args.value=7"], log=lambda _m: None)
+    assert (run_dir / "stages" / "02-c" / "out.txt").read_text() == "a(7)b(0)c(0)"
+
+
+def test_a_sample_stage_that_keeps_nothing_stops_the_pipeline_with_the_fix(rlvr_cache, monkeypatch, tmp_path):
+    # The base model never writes a think block, so the think-format filter keeps none of its responses.
+    monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path / "data"))
+    args = {"task": "addition", "k": 2, "limit": 4, "max_tokens": 8, "format_filter": "think"}
+    stage = stages.Stage("sample", "sample", tmp_path, {"model": "embedded://tiny_base"}, args)
+    stage.inputs["model"] = pipeline._resolve_path("embedded://tiny_base")
+    with pytest.raises(UserError, match=r"kept none of 8 responses .* train the model longer"):
+        stages.run_sample(stage)
+
+
 def test_a_failed_stage_continues_in_its_folder_and_status_tells_the_truth(recipes, tmp_path):
     name = recipes(SPEC.replace("FAIL", "true"))
     run_dir = tmp_path / "run"
@@ -143,12 +166,28 @@ def test_bad_specs_and_overrides_are_refused_with_the_fix(recipes):
         pipeline.load_spec(name, ["zz:foo=1"])
 
 
-@pytest.mark.parametrize("name", ["r1_zero", "distill"])
+@pytest.mark.parametrize("name", ["r1", "r1_zero", "distill"])
 def test_shipped_pipelines_load_and_say_how_to_run_them(name):
     spec = pipeline.load_spec(name)
     assert all(stage["kind"] in stages.STAGE_KINDS for stage in spec["stages"])
     text = (compose.recipes_dir() / "pipeline" / f"{name}.yaml").read_text()
     assert text.startswith("# Pipeline") and f"rlvr pipeline {name}" in text
+
+
+@pytest.mark.parametrize("name,rubrics", [("r1", [None, "r1"]), ("r1_zero", ["r1_zero"])])
+def test_rl_stages_of_the_r1_pipelines_compose_with_the_rubric_their_reward_needs(name, rubrics):
+    """Each rl stage's overrides compose into a valid verl config (what `rlvr train` will run), and the
+    recipe key selects the rubric: R1's reasoning RL is paid by correctness alone, its final RL and
+    R1-Zero by a rubric the reward manager accepts."""
+    from rlvr_verifiers.verl_bridge import BridgeConfig
+
+    rl = [s for s in pipeline.load_spec(name)["stages"] if s["kind"] == "rl"]
+    found = []
+    for stage in rl:
+        cfg = compose.compose(stage["overrides"])
+        found.append(cfg.reward.reward_kwargs.rlvr.rubric)
+        assert BridgeConfig.from_verl_config(cfg).rubric == found[-1]
+    assert found == rubrics
 
 
 def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tmp_path):
@@ -206,3 +245,38 @@ def test_a_second_runner_on_the_same_run_dir_is_refused(recipes, tmp_path):
     assert RUNS == []
     pipeline.execute(name, run_dir, log=lambda _m: None)  # free again once the holder lets go
     assert RUNS == ["a", "b", "c"]
+
+
+def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr_cache, tiny_model_dir):
+    """embedded://tiny_base (R1-Zero's starting point): trained on plain `a+b=s` lines only."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr_launch import embedded
+
+    base = Path(pipeline._resolve_path("embedded://tiny_base"))
+    assert base == embedded.ensure_base_model(rlvr_cache) and base != tiny_model_dir
+    corpus = "".join(embedded.base_corpus(embedded.TinySpec()))
+    assert not any(mark in corpus for mark in ("<|im_start|>", "<|im_end|>", "<think>", "</think>"))
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_model_dir).get_vocab()
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    train, held_out = embedded.addition_pairs(embedded.TinySpec())
+    # every prompt has the same length in tokens (single digits), so each set is one unpadded batch
+    plain = tokenizer([embedded.addition_prompt(a, b) for a, b in train], return_tensors="pt")
+    out = model.generate(**plain, max_new_tokens=3, do_sample=False)
+    texts = tokenizer.batch_decode(out[:, plain["input_ids"].shape[1] :])
+    right = sum(t.split("\n")[0].strip() == str(a + b) for t, (a, b) in zip(texts, train, strict=True))
+    assert (
+        right / len(train) > 0.2
+    )  # it has learned the text: plain-text sums come out right well above chance
+    chat = tokenizer.apply_chat_template(
+        [[{"role": "user", "content": embedded.addition_prompt(a, b)}] for a, b in held_out],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    out = model.generate(**chat, max_new_tokens=8, do_sample=False)
+    # in a chat turn it never closes the turn (it never saw <|im_end|>) and never opens a think block
+    for text in tokenizer.batch_decode(out[:, chat["input_ids"].shape[1] :]):
+        assert "<|im_end|>" not in text and "<think>" not in text, text

@@ -9,7 +9,7 @@ A verifier is an object with a `name`, `verify(item) -> Verdict` and `verify_bat
 `register(name)` decorates a class (instantiated once, without arguments) or an instance; registering a
 name twice raises ValueError. Built-in verifiers live in `rlvr_verifiers/<name>.py` and are imported
 lazily, the first time `get(name)` or `names()` needs them, so importing the registry imports no verifier
-(and never torch or verl).
+(and never torch or verl). Built-in rubrics (`rlvr_verifiers.rubrics`: `r1`, `r1_zero`) load the same way.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from rlvr_verifiers.base import Item, Verdict
 
 # Built-in verifiers: registry key == module file name == config value.
-BUILTIN = ("math", "countdown", "tool_call", "format", "code")
+BUILTIN = ("math", "countdown", "tool_call", "format", "code", "helpfulness")
 
 _REGISTRY: dict[str, Any] = {}
 _LOCK = threading.RLock()
@@ -72,7 +72,14 @@ def register(name: str) -> Callable[[Any], Any]:
 
 
 def _load_builtin(name: str) -> None:
-    if name in _REGISTRY or name not in BUILTIN:
+    if name in _REGISTRY:
+        return
+    if name not in BUILTIN:
+        # Built-in rubrics (rlvr_verifiers.rubrics: weighted sums of verifiers, defined as data).
+        from rlvr_verifiers import rubrics
+
+        if name in rubrics.BUILTIN_RUBRICS:
+            _REGISTRY[name] = rubrics.build(name)
         return
     try:
         importlib.import_module(f"rlvr_verifiers.{name}")
@@ -85,7 +92,9 @@ def _load_builtin(name: str) -> None:
 def names() -> list[str]:
     """Sorted names of every available verifier (built-ins imported on first call)."""
     with _LOCK:
-        for builtin in BUILTIN:
+        from rlvr_verifiers import rubrics
+
+        for builtin in (*BUILTIN, *rubrics.BUILTIN_RUBRICS):
             _load_builtin(builtin)
         return sorted(_REGISTRY)
 

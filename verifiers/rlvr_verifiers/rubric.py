@@ -17,6 +17,14 @@
   but never enter the score. When one verifier is used twice (score and a metric), it runs once.
 - Every component sees the same item; set `ground_truth_key` to hand a component `ground_truth[key]`
   when the ground truth is a dict holding several verifiers' references.
+- The component verifier `routed` (ROUTED) is, per item, the verifier the sample was routed to
+  (`item.extra["routed_verifier"]`, set by the rlvr reward manager when `reward.reward_kwargs.rlvr.rubric`
+  names a rubric): one rubric then pays "correctness" with math on math rows and code on code rows.
+  An item without a routed verifier is `invalid_input` for that component.
+
+Built-in rubrics (`rlvr_verifiers.rubrics`, registered lazily by name like the built-in verifiers):
+`r1_zero` (correctness + the R1 format) and `r1` (correctness + format + language consistency +
+helpfulness/safety). Select one for training with `reward.reward_kwargs.rlvr.rubric=NAME`.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ from typing import Any
 
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict
+
+ROUTED = "routed"  # component verifier: the one the item was routed to (item.extra["routed_verifier"])
+ROUTED_KEY = "routed_verifier"
 
 
 @dataclass(frozen=True)
@@ -59,9 +70,11 @@ class Rubric:
         for comp in self.components:
             if comp.weight < 0:
                 raise ValueError(f"rubric {self.name!r}: weight of {comp.key} is negative ({comp.weight})")
-            registry.get(comp.verifier)  # KeyError naming the available verifiers
+            if comp.verifier != ROUTED:
+                registry.get(comp.verifier)  # KeyError naming the available verifiers
         for name in self.logged_only:
-            registry.get(name)
+            if name != ROUTED:
+                registry.get(name)
             if any(c.verifier == name for c in self.components):
                 raise ValueError(f"rubric {self.name!r}: {name!r} is both paid and logged_only; pick one")
         primary = self.primary or self.components[0].verifier
@@ -105,7 +118,7 @@ class Rubric:
         for verifier in [c.verifier for c in self.components] + list(self.logged_only):
             gt_key = next((c.ground_truth_key for c in self.components if c.verifier == verifier), None)
             if (verifier, gt_key) not in runs:
-                runs[(verifier, gt_key)] = registry.get(verifier).verify_batch(self._items_for(items, gt_key))
+                runs[(verifier, gt_key)] = _run_verifier(verifier, self._items_for(items, gt_key))
         by_name = {name: verdicts for (name, _), verdicts in runs.items()}
         out = []
         for k in range(len(items)):
@@ -135,5 +148,44 @@ class Rubric:
     def verify(self, item: Item) -> Verdict:
         return self.verify_batch([item])[0]
 
+    def verifier_names(self) -> list[str]:
+        """Every verifier this rubric runs (paid and logged-only; `routed` stands for the routed one)."""
+        return list(dict.fromkeys([c.verifier for c in self.components] + list(self.logged_only)))
+
     def __call__(self, items: list[Item]) -> list[Verdict]:
         return self.verify_batch(items)
+
+
+def _run_verifier(name: str, items: list[Item]) -> list[Verdict]:
+    """`registry.get(name).verify_batch(items)`; for ROUTED, each item's own routed verifier (grouped)."""
+    if name != ROUTED:
+        return registry.get(name).verify_batch(items)
+    out: list[Verdict | None] = [None] * len(items)
+    groups: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        routed = (item.extra or {}).get(ROUTED_KEY)
+        if not isinstance(routed, str) or not routed or routed == ROUTED:
+            out[i] = Verdict(
+                0.0,
+                INVALID_INPUT,
+                f"rubric component {ROUTED!r} needs item.extra[{ROUTED_KEY!r}] (the rlvr reward manager sets "
+                "it when reward.reward_kwargs.rlvr.rubric is set)",
+            )
+            continue
+        groups.setdefault(routed, []).append(i)
+    for routed, idx in groups.items():
+        try:
+            verifier = registry.get(routed)
+        except KeyError as e:
+            for i in idx:
+                out[i] = Verdict(0.0, INVALID_INPUT, str(e)[:200])
+            continue
+        if isinstance(verifier, Rubric):
+            for i in idx:
+                out[i] = Verdict(
+                    0.0, INVALID_INPUT, f"routed verifier {routed!r} is a rubric; route to a verifier"
+                )
+            continue
+        for i, verdict in zip(idx, verifier.verify_batch([items[i] for i in idx]), strict=True):
+            out[i] = verdict
+    return out  # type: ignore[return-value]

@@ -11,6 +11,9 @@ Routing: each sample goes to one verifier, decided in this order:
 3. the built-in data_source table below (first match wins, substrings of the lower-cased data_source);
 4. the same table applied to `ability`;
 5. otherwise the sample is unroutable: status `invalid_input`, score 0, counted.
+With `rubric: NAME` (a registered rubric, rlvr_verifiers.rubrics) every routed sample is scored by the
+rubric instead, the routed verifier being its `routed` component (`extra["routed_verifier"]`); the
+sample's `rlvr_verifier` column then names the rubric.
 
     data_source / ability contains        verifier
     countdown                              countdown
@@ -76,6 +79,7 @@ from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import INVALID_INPUT, STATUSES, Item, Verdict
 from rlvr_verifiers.overlong import OverlongConfig
 from rlvr_verifiers.pool import PoolConfig, VerifierPool, _percentile, get_pool
+from rlvr_verifiers.rubric import ROUTED, ROUTED_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +159,13 @@ class BridgeConfig:
             "from rlvr_status after the fact, and each step ships 6 fewer per-sample columns."
         },
     )
+    rubric: str | None = field(
+        default=None,
+        metadata={
+            "help": "Score every sample with this registered rubric (rlvr_verifiers.rubrics: r1, r1_zero) "
+            "instead of its routed verifier, which becomes the rubric's `routed` component."
+        },
+    )
 
     @classmethod
     def from_verl_config(cls, config: Any) -> BridgeConfig:
@@ -171,6 +182,19 @@ class BridgeConfig:
         if out.micro_batch_size < 1 or out.micro_batch_wait_ms < 0:
             raise ValueError("reward.reward_kwargs.rlvr: micro_batch_size >= 1 and micro_batch_wait_ms >= 0")
         out.reasoning_settings()  # fail at construction, not at the first reward
+        if out.rubric is not None:
+            from rlvr_verifiers import registry
+            from rlvr_verifiers.rubric import Rubric
+
+            try:
+                found = registry.get(out.rubric)
+            except KeyError as e:
+                raise ValueError(f"reward.reward_kwargs.rlvr.rubric: {e.args[0]}") from None
+            if not isinstance(found, Rubric):
+                raise ValueError(
+                    f"reward.reward_kwargs.rlvr.rubric={out.rubric!r} is a verifier, not a rubric; "
+                    "name a rubric (rlvr_verifiers.rubrics) or route to the verifier instead"
+                )
         return out
 
     def reasoning_settings(self) -> tuple[reasoning.Tags | None, bool]:
@@ -500,8 +524,16 @@ class RlvrRewardManager(RewardManagerBase):
         item = make_item(verifier, response, ground_truth, extra)
         if isinstance(item, Verdict):
             return self._answer(verifier, item, None, int(valid_length), no_region)
+        if self.bridge_config.rubric is not None:  # the rubric scores; the routed verifier is its component
+            item.extra[ROUTED_KEY] = verifier
+            verifier = self.bridge_config.rubric
         verdict, latency = await self._batcher.submit(verifier, item, no_region)
-        return self._answer(verifier, verdict, latency, int(valid_length), no_region)
+        answer = self._answer(verifier, verdict, latency, int(valid_length), no_region)
+        if (
+            self.bridge_config.rubric is not None
+        ):  # `acc` stays correctness (what dynamic sampling filters on)
+            answer["reward_extra_info"]["acc"] = float(verdict.metrics.get(f"{ROUTED}/score", 0.0))
+        return answer
 
     def _answer(
         self,
