@@ -56,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         os.environ["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"  # rl stages' ray.init repeats the job's env vars
+        # The job's env carries Ray actors' RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES (the cpu platform's);
+        # in a plain process (the sft stage's torchrun) verl's Worker then asks Ray's runtime context for
+        # its accelerator ids and fails. rl stages give their workers these vars through their own ray.init.
+        # (verl.utils.ray_utils.ray_noset_visible_devices reads a list of RAY_EXPERIMENTAL_NOSET_* vars.)
+        for name in [n for n in os.environ if n.startswith("RAY_EXPERIMENTAL_NOSET_")]:
+            os.environ.pop(name)
         rows = pipeline.execute(args.pipeline, Path(run_dir), overrides, log=lambda m: print(m, flush=True))
         pipeline.print_status(args.pipeline, Path(run_dir).resolve(), rows)
         sys.stdout.flush()
