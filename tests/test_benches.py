@@ -42,6 +42,10 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     "sandbox_vs_subprocess.py": (["--pairs", "12", "--rounds", "2"], r"ratio"),
     "rollout_cpu.py": (["--steps", "2", *TINY_TRAIN], r"vllm/hf"),
     "score_paths.py": (["--sizes", "10"], r"verdicts local == ray: True"),
+    "pipeline_r1.py": (
+        ["--sections", "distill", "--sft-steps", "2", "--k", "2", "--out", "{tmp}/pipeline_r1"],
+        r"distilled - RL alone, greedy pass@1: [-+\d.]+",
+    ),
     # TRL is an optional bench-only extra (it is not in the test install): the report path runs on the
     # recorded result of a real run (bench/results/vs_trl.json, copied into the test's folder).
     "vs_trl.py": (["--report", "{tmp}/vs_trl.json"], r"TRL GRPOTrainer\s+ratio"),

@@ -519,4 +519,26 @@ def ensure_base_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] building the base tiny model in {out} (once; a few seconds)")
             build_base_model(spec, tiny, out)
+
+
+# --- distillation pair (issue 14): the embedded tiny model is the teacher, this smaller one the student -----
+# Same tokenizer (the BPE is trained on the task corpus, which depends only on the seed and the split, so
+# every TinySpec with the default seed/train_pairs/vocab gets byte-identical tokenizer files): the student
+# reads the teacher's token ids as they are. Half the width, one layer (55k parameters vs the teacher's
+# 332k), randomly initialised from the same fixed seed and NOT warm-started: everything it knows of the
+# task comes from the pipeline that trains it (the teacher's verified traces, or RL on its own samples).
+
+STUDENT = "student"
+STUDENT_SPEC = TinySpec(
+    hidden_size=64, num_layers=1, intermediate_size=128, num_heads=2, num_kv_heads=1, warm_start_max_steps=0
+)
+
+
+def ensure_student_model(cache_dir: Path, log=print) -> Path:
+    """Path of the cached student model folder (built once, a second or two; digest-keyed like the teacher)."""
+    out = Path(cache_dir) / "models" / f"tiny-qwen2-addition-student-{STUDENT_SPEC.digest()}"
+    with _locked(out.with_name(out.name + ".lock")):
+        if not (out / "rlvr_build.json").exists():
+            log(f"[rlvr] building the embedded student model in {out} (once)")
+            build_model(STUDENT_SPEC, out, log=log)
     return out

@@ -128,11 +128,14 @@ def _resolve_path(value: str) -> str:
             return str(embedded.ensure_tiny_model(cache, log=lambda _m: None))
         if what == "tiny_base":  # plain text only: never the chat format nor the tags (for R1-Zero)
             return str(embedded.ensure_base_model(cache, log=lambda _m: None))
+        if what == embedded.STUDENT:  # the smaller student of the distillation pair
+            return str(embedded.ensure_student_model(cache, log=lambda _m: None))
         if what in (embedded.ADDITION_LONG_COT, embedded.GENERAL):
             data_dir = Path(os.path.expanduser(os.environ.get("RLVR_DATA_DIR", str(cache / "data"))))
             return str(embedded.ensure_sft_data(data_dir, what))
         raise UserError(
-            f"unknown embedded asset {value!r}; known: embedded://tiny, embedded://tiny_base (models), "
+            f"unknown embedded asset {value!r}; known: embedded://tiny, embedded://tiny_base, "
+            f"embedded://{embedded.STUDENT} (models), "
             f"embedded://{embedded.ADDITION_LONG_COT}, embedded://{embedded.GENERAL} (SFT data)"
         )
     return str(Path(os.path.expanduser(value)).resolve())

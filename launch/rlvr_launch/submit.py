@@ -60,6 +60,13 @@ def add_arguments(parser) -> None:
     )
     jobs.add_connection_arguments(parser)
     parser.add_argument(
+        "--pipeline",
+        default=None,
+        metavar="NAME",
+        help="run the pipeline recipes/pipeline/NAME.yaml as the job (`rlvr pipeline` on the cluster); "
+        "the overrides are then STAGE:key=value; a job resubmitted with the same --run-dir continues it",
+    )
+    parser.add_argument(
         "--follow",
         "-f",
         action="store_true",
@@ -317,6 +324,8 @@ def run(args) -> int:
 
     from rlvr_launch.compose import compose, recipes_dir
 
+    if args.pipeline:
+        return run_pipeline_job(args, shared, user, plain_env, secrets_env)
     cfg = compose(list(args.overrides))  # validated here, before anything reaches the cluster
     client = jobs.connect(args.address, args.auth_token_file)
     check_placement(cfg, args.address, args.auth_token_file)  # before models load, not after
@@ -364,6 +373,88 @@ def run(args) -> int:
     )
     if args.working_dir or (user or {}).get("working_dir"):
         print(f"  working_dir: {runtime_env['working_dir']} (yours, unchanged)")
+    sys.stdout.flush()
+    if not args.follow:
+        print(f"follow it: rlvr logs {job_id} --follow --address {args.address}")
+        return 0
+    return jobs.follow_to_end(client, job_id, show_tail=False, rlvr_lines_only=True)
+
+
+# --- `rlvr submit --pipeline NAME` (issue 14) ----------------------------------------------------------
+PIPELINE_JOB_MODULE = "rlvr_launch.pipeline_job"
+
+
+def pipeline_entrypoint(job_id: str, name: str, run_dir: str | None) -> str:
+    parts = ["python", "-m", PIPELINE_JOB_MODULE, "--job-id", job_id, "--config-package", JOBSPEC_PACKAGE]
+    parts += ["--pipeline", name]
+    if run_dir:
+        parts += ["--run-dir", run_dir]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _pipeline_rl_config(spec: dict):
+    """The composed recipe of the pipeline's first `rl` stage (its worker env vars go to the job), or None."""
+    from rlvr_launch.compose import compose
+
+    for stage in spec["stages"]:
+        if stage["kind"] == "rl":
+            return compose(list(stage["overrides"]))
+    return None
+
+
+def run_pipeline_job(args, shared: dict, user: dict | None, plain_env: dict, secrets_env: dict) -> int:
+    """The pipeline spec and its STAGE:key=value overrides are validated here; the recipes travel in the
+    jobspec and `python -m rlvr_launch.pipeline_job` runs `rlvr pipeline` in the job (its `rl` stages'
+    `rlvr train` join the job's cluster; sft/sample/eval/merge run beside the driver)."""
+    from rlvr_launch import pipeline
+    from rlvr_launch.compose import recipes_dir
+
+    if args.prepare_data:
+        raise UserError("--prepare-data is for a single recipe; a pipeline's stages build their own inputs")
+    spec = pipeline.load_spec(args.pipeline, list(args.overrides))  # a typo fails here, not on the cluster
+    rl_cfg = _pipeline_rl_config(spec)
+    client = jobs.connect(args.address, args.auth_token_file)
+    if rl_cfg is not None:
+        check_placement(rl_cfg, args.address, args.auth_token_file)
+    job_id = args.job_id or new_job_id(f"pipeline-{args.pipeline}")
+    with tempfile.TemporaryDirectory(prefix="rlvr-jobspec-") as tmp:
+        from omegaconf import OmegaConf
+
+        jobspec = write_jobspec(
+            OmegaConf.create({"pipeline": spec}), list(args.overrides), Path(tmp), recipes_dir()
+        )
+        runtime_env = build_runtime_env(
+            shared=shared,
+            user=user,
+            worker_env=_worker_env(rl_cfg) if rl_cfg is not None else {},
+            plain_env=plain_env,
+            secrets_env=secrets_env,
+            jobspec_dir=jobspec,
+            working_dir=args.working_dir,
+            pip_install=args.pip_install,
+        )
+        metadata = {
+            "rlvr_pipeline": args.pipeline,
+            "rlvr_overrides": " ".join(args.overrides),
+            "rlvr_run_dir": args.run_dir or "(cluster default)/" + job_id,
+        }
+        started = time.monotonic()
+        try:
+            submit_with_retry(
+                client,
+                entrypoint=pipeline_entrypoint(job_id, args.pipeline, args.run_dir),
+                submission_id=job_id,
+                runtime_env=runtime_env,
+                metadata=metadata,
+                entrypoint_num_cpus=args.entrypoint_num_cpus,
+            )
+        except RuntimeError as e:
+            raise UserError(f"the cluster refused the job: {e}") from None
+    print(
+        f"submitted job {job_id} to {jobs.normalise_address(args.address)} in {time.monotonic() - started:.1f} s"
+    )
+    for key, value in metadata.items():
+        print(f"  {key[5:]}: {value}")
     sys.stdout.flush()
     if not args.follow:
         print(f"follow it: rlvr logs {job_id} --follow --address {args.address}")
