@@ -502,7 +502,7 @@ def build_base_model(spec: TinySpec, tiny_dir: Path, out_dir: Path) -> dict:
     model.eval()
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(tmp)
+    _save_quietly(model, tmp)
     info = {"spec": asdict(spec), "base_steps": BASE_STEPS, "final_loss": loss, "text": "a+b=s lines only"}
     (tmp / "rlvr_build.json").write_text(json.dumps(info, indent=2))
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -519,6 +519,7 @@ def ensure_base_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] building the base tiny model in {out} (once; a few seconds)")
             build_base_model(spec, tiny, out)
+    return out
 
 
 # --- distillation pair (issue 14): the embedded tiny model is the teacher, this smaller one the student -----
