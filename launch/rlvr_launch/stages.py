@@ -137,7 +137,10 @@ def run_sft(stage: Stage) -> dict:
 
     model, data = _need(stage, "model"), _need(stage, "data")
     data_file = Path(data) / "train.parquet" if Path(data).is_dir() else Path(data)
-    cmd = ["torchrun", "--standalone", "--nproc_per_node=1", "-m", "verl.trainer.sft_trainer"]
+    # torchrun's own module under this interpreter: a `torchrun` on PATH may be missing (venv not activated)
+    # or another environment's.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
+    cmd += ["-m", "verl.trainer.sft_trainer"]
     cmd += [f"model.path={model}", f"data.train_files={data_file}", "data.val_files=null"]
     cmd += [f"trainer.default_local_dir={stage.dir / 'checkpoints'}", "trainer.resume_mode=auto"]
     cmd.append(f"hydra.run.dir={stage.dir / 'hydra'}")  # not ./outputs/DATE of wherever rlvr was started
