@@ -350,29 +350,40 @@ def run(args) -> int:
             "rlvr_run_dir": args.run_dir or "(cluster default)/" + job_id,
         }
         command = entrypoint(job_id, args.run_dir, args.prepare_data)
-        started = time.monotonic()
-        try:
-            submit_with_retry(
-                client,
-                entrypoint=command,
-                submission_id=job_id,
-                runtime_env=runtime_env,
-                metadata=metadata,
-                entrypoint_num_cpus=args.entrypoint_num_cpus,
-            )
-        except RuntimeError as e:
-            raise UserError(f"the cluster refused the job: {e}") from None
-    print(
-        f"submitted job {job_id} to {jobs.normalise_address(args.address)} in {time.monotonic() - started:.1f} s"
-    )
+        elapsed = _submit(client, args, job_id, command, runtime_env, metadata)
+    names = sorted(runtime_env["env_vars"])
+    extra = [
+        f"env vars: {', '.join(n + ('=<from your environment>' if n in secrets_env else '') for n in names)}"
+    ]
+    if args.working_dir or (user or {}).get("working_dir"):
+        extra.append(f"working_dir: {runtime_env['working_dir']} (yours, unchanged)")
+    return _report_and_follow(client, args, job_id, metadata, elapsed, extra)
+
+
+def _submit(client, args, job_id: str, command: str, runtime_env: dict, metadata: dict) -> float:
+    """Submit the job (retrying what Ray's client retries); seconds it took. A refusal is the user's error."""
+    started = time.monotonic()
+    try:
+        submit_with_retry(
+            client,
+            entrypoint=command,
+            submission_id=job_id,
+            runtime_env=runtime_env,
+            metadata=metadata,
+            entrypoint_num_cpus=args.entrypoint_num_cpus,
+        )
+    except RuntimeError as e:
+        raise UserError(f"the cluster refused the job: {e}") from None
+    return time.monotonic() - started
+
+
+def _report_and_follow(client, args, job_id: str, metadata: dict, elapsed: float, extra=()) -> int:
+    """Print what was submitted (and `extra` lines), then follow the job to its end with --follow."""
+    print(f"submitted job {job_id} to {jobs.normalise_address(args.address)} in {elapsed:.1f} s")
     for key, value in metadata.items():
         print(f"  {key[5:]}: {value}")
-    names = sorted(runtime_env["env_vars"])
-    print(
-        f"  env vars: {', '.join(n + ('=<from your environment>' if n in secrets_env else '') for n in names)}"
-    )
-    if args.working_dir or (user or {}).get("working_dir"):
-        print(f"  working_dir: {runtime_env['working_dir']} (yours, unchanged)")
+    for line in extra:
+        print(f"  {line}")
     sys.stdout.flush()
     if not args.follow:
         print(f"follow it: rlvr logs {job_id} --follow --address {args.address}")
@@ -438,25 +449,6 @@ def run_pipeline_job(args, shared: dict, user: dict | None, plain_env: dict, sec
             "rlvr_overrides": " ".join(args.overrides),
             "rlvr_run_dir": args.run_dir or "(cluster default)/" + job_id,
         }
-        started = time.monotonic()
-        try:
-            submit_with_retry(
-                client,
-                entrypoint=pipeline_entrypoint(job_id, args.pipeline, args.run_dir),
-                submission_id=job_id,
-                runtime_env=runtime_env,
-                metadata=metadata,
-                entrypoint_num_cpus=args.entrypoint_num_cpus,
-            )
-        except RuntimeError as e:
-            raise UserError(f"the cluster refused the job: {e}") from None
-    print(
-        f"submitted job {job_id} to {jobs.normalise_address(args.address)} in {time.monotonic() - started:.1f} s"
-    )
-    for key, value in metadata.items():
-        print(f"  {key[5:]}: {value}")
-    sys.stdout.flush()
-    if not args.follow:
-        print(f"follow it: rlvr logs {job_id} --follow --address {args.address}")
-        return 0
-    return jobs.follow_to_end(client, job_id, show_tail=False, rlvr_lines_only=True)
+        command = pipeline_entrypoint(job_id, args.pipeline, args.run_dir)
+        elapsed = _submit(client, args, job_id, command, runtime_env, metadata)
+    return _report_and_follow(client, args, job_id, metadata, elapsed)
