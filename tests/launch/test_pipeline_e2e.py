@@ -177,3 +177,36 @@ def test_distill_samples_verified_traces_and_sft_trains_a_student_that_loads(tmp
     assert isinstance(_loads_and_generates(student), str)
     report = json.loads((run_dir / "stages/04-eval/eval.json").read_text())
     assert report["model"] == str(student) and report["prompts"] == 20
+
+
+def test_r1_zero_trains_the_text_only_base_paid_by_correctness_plus_format(tmp_path, env):
+    """R1-Zero end to end: RL straight from the base (no SFT), each response paid by the r1_zero rubric
+    (correctness + 0.5 for `<think>...</think>` then the answer), merged and evaluated on the held-out split."""
+    run_dir = tmp_path / "run"
+    stages = run_dir / "stages"
+    cpu = ["rl:trainer.total_training_steps=2", "rl:rlvr.dump_rollouts=true"]
+    out = _cli("r1_zero", *cpu, "--run-dir", str(run_dir), env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert _states("r1_zero", run_dir, env, *cpu) == {"rl": "done", "merge": "done", "eval": "done"}
+    rl = json.loads((stages / "00-rl/manifest.json").read_text())
+    assert rl["inputs"]["model"]["from"] == "embedded://tiny_base" and rl["metrics"]["step"] == 2
+
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Item
+
+    assert "rubric: r1_zero\n" in (stages / "00-rl/config.yaml").read_text()
+    rows = [json.loads(x) for f in sorted((stages / "00-rl/rollouts").glob("*.jsonl")) for x in open(f)]
+    assert len(rows) == 2 * 8 * 4  # 2 steps x 8 prompts x 4 responses
+    extra = {"routed_verifier": "math", "reasoning_tags": ["<think>", "</think>"], "think_prefilled": False}
+    for row in rows:
+        rubric = registry.get("r1_zero").verify(Item(row["output"], row["gts"], dict(extra)))
+        correct = registry.get("math").verify(Item(row["output"], row["gts"], dict(extra)))
+        assert float(row["score"]) == pytest.approx(rubric.score), row
+        # the two rule rewards: correctness (acc, the status) plus 0 or 0.5 for the format
+        assert float(row["acc"]) == correct.score and row["rlvr_status"] == correct.status
+        assert float(row["score"]) - correct.score in (pytest.approx(0.0), pytest.approx(0.5)), row
+        assert row["rlvr_verifier"] == "r1_zero"
+    model = stages / "01-merge/model"
+    assert isinstance(_loads_and_generates(model), str)
+    report = json.loads((stages / "02-eval/eval.json").read_text())
+    assert report["model"] == str(model) and report["prompts"] == 20
