@@ -149,11 +149,37 @@ def run_sft(stage: Stage) -> dict:
         cmd += SFT_CPU_OVERRIDES
         env.update(CPU_ENV)
     cmd += stage.overrides
+    cmd += _sft_epochs(cmd, data_file, stage.name)
     _run(cmd, stage, env)
     step = latest_step(stage.dir / "checkpoints")
     if step == 0:
         raise UserError(f"stage {stage.name!r}: the SFT trainer saved no checkpoint; set trainer.save_freq")
     return {"outputs": {"checkpoint": str(stage.dir / "checkpoints")}, "metrics": {"step": step}}
+
+
+def _last_value(cmd: list[str], key: str) -> str | None:
+    values = [arg.split("=", 1)[1] for arg in cmd if arg.startswith(key + "=")]
+    return values[-1] if values else None
+
+
+def _sft_epochs(cmd: list[str], data_file: Path, name: str) -> list[str]:
+    """verl's SFT loop stops after trainer.total_epochs even when trainer.total_training_steps is not
+    reached (no final checkpoint then): with a step count, give it as many epochs as it needs. A set
+    smaller than one batch (verl drops the incomplete batch) would train nothing: refused with the fix."""
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(data_file).metadata.num_rows
+    batch = int(_last_value(cmd, "data.train_batch_size") or 0)
+    if batch and rows < batch:
+        raise UserError(
+            f"stage {name!r}: {rows} training rows are fewer than one batch (data.train_batch_size={batch}), "
+            f"and verl drops an incomplete batch; set {name}:data.train_batch_size=N with N <= {rows}, or give "
+            "the stage more data"
+        )
+    steps = _last_value(cmd, "trainer.total_training_steps")
+    if steps in (None, "null") or _last_value(cmd, "trainer.total_epochs") is not None or not batch:
+        return []
+    return [f"trainer.total_epochs={-(-int(steps) // max(1, rows // batch))}"]
 
 
 @stage_kind("merge")

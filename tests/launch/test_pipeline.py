@@ -280,3 +280,22 @@ def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr
     # in a chat turn it never closes the turn (it never saw <|im_end|>) and never opens a think block
     for text in tokenizer.batch_decode(out[:, chat["input_ids"].shape[1] :]):
         assert "<|im_end|>" not in text and "<think>" not in text, text
+
+
+def test_sft_stage_gets_the_epochs_its_step_count_needs_and_refuses_a_set_below_one_batch(tmp_path):
+    # verl's SFT loop ends after trainer.total_epochs even short of total_training_steps, and then saves
+    # no checkpoint: 37 sampled rows in batches of 16 are 2 steps an epoch, so 10 steps need 5 epochs.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"messages": [str(i) for i in range(37)]}), data)
+    base = ["data.train_batch_size=16", "trainer.total_training_steps=10"]
+    assert stages._sft_epochs(base, data, "sft") == ["trainer.total_epochs=5"]
+    assert (
+        stages._sft_epochs([*base, "trainer.total_epochs=9"], data, "sft") == []
+    )  # the user's choice stands
+    with pytest.raises(
+        UserError, match=r"37 training rows are fewer than one batch .* sft:data.train_batch_size=N"
+    ):
+        stages._sft_epochs([*base, "data.train_batch_size=64"], data, "sft")
