@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rlvr_cluster.hf_rollout import HFServer
+from rlvr_cluster.hf_server import GATHER_S
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +130,14 @@ def test_requests_arriving_over_a_burst_are_decoded_in_a_few_batched_calls(tiny_
         return await asyncio.gather(*[one(i) for i in range(48)])
 
     outputs = asyncio.run(go())
-    # On a loaded machine the event loop's timers fire late and stretch the burst: every further 8 ms of
-    # spread beyond the nominal 96 ms may cost one more decode call (never enough for one call per request).
-    stretched = max(0.0, (max(sent) - min(sent)) - 0.096)
-    bound = 12 + int(stretched / 0.008)
+    # Each of the server's gather-and-decode cycles lasts at least GATHER_S (its gathering sleep), so
+    # requests that arrive over a spread of S seconds can start at most S / GATHER_S + 1 decodes, however
+    # fast the decode itself (96 ms nominal -> 20, vs 48 for one decode per request). The spread is
+    # measured: a loaded machine's late timers stretch it.
+    spread = max(sent) - min(sent)
+    bound = int(spread / GATHER_S) + 1
     assert len(outputs) == 48 and all(1 <= len(o.token_ids) <= 4 for o in outputs)
     stats = server.batching()
     assert stats["decoded_requests"] == 48
     # One decode per request would be 48 calls; requests that arrive while a batch decodes join the next.
-    assert bound < 48 and stats["decode_calls"] <= bound, (stats, bound)
+    assert stats["decode_calls"] <= bound and stats["decode_calls"] < 48, (stats, bound, spread)
