@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,9 +132,16 @@ SUBMITTED_DAPO = ["algo=dapo", "trainer.total_training_steps=8", "trainer.experi
 def job_env(monkeypatch, rlvr_cache):
     """The job driver runs in this process (as Ray runs it: `python -m rlvr_launch.job`); what it sets
     in the environment (RLVR_RECIPES_DIR) and the jobspec module are undone afterwards."""
-    monkeypatch.delenv("RLVR_RECIPES_DIR", raising=False)
-    monkeypatch.delenv("RAY_OVERRIDE_JOB_RUNTIME_ENV", raising=False)
+    # monkeypatch.delenv of an unset variable records nothing to undo, so a value the job sets would
+    # leak into every later test (a loopback head started later inherits it): restore by hand.
+    names = ("RLVR_RECIPES_DIR", "RAY_OVERRIDE_JOB_RUNTIME_ENV")
+    saved = {name: os.environ.pop(name, None) for name in names}
     yield monkeypatch
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     sys.modules.pop("rlvr_jobspec", None)
 
 
