@@ -376,15 +376,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         overrides=list(args.overrides or []),
     )
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2, default=_finite))
-    if args.json:
-        json.dump(report, sys.stdout, indent=2, default=_finite)
-        print()
-    else:
-        print(table(report))
-    return 0
+    return _emit(report, args, table(report))
 
 
 def run_budget_sweep(args: argparse.Namespace) -> int:
@@ -405,6 +397,11 @@ def run_budget_sweep(args: argparse.Namespace) -> int:
     plot = Path(args.plot) if args.plot else (Path(args.out).with_suffix(".png") if args.out else None)
     plot = plot or Path("rlvr_eval_thinking_budget.png")
     report["plot"] = str(plot_budget_curve(report, plot))
+    return _emit(report, args, f"{budget_table(report)}\n  plot: {report['plot']}")
+
+
+def _emit(report: dict, args: argparse.Namespace, text: str) -> int:
+    """Write the report to --out (JSON), then print it: JSON with --json, else `text` (its table)."""
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2, default=_finite))
@@ -412,8 +409,7 @@ def run_budget_sweep(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2, default=_finite)
         print()
     else:
-        print(budget_table(report))
-        print(f"  plot: {report['plot']}")
+        print(text)
     return 0
 
 
