@@ -58,6 +58,21 @@ class Response:
         return self.status == "ok"
 
 
+def _response(prompt, sample_index, ids, tokenizer, keep, eos_ids, extra=None) -> Response:
+    """A generated response: its text decoded as the bridge decodes it (reasoning tags kept), truncated
+    when it hit the token budget without an end of turn."""
+    from rlvr_verifiers import verl_bridge
+
+    return Response(
+        prompt=prompt,
+        sample_index=sample_index,
+        text=verl_bridge.decode_response(tokenizer, ids, keep),
+        num_tokens=len(ids),
+        truncated=not (bool(ids) and ids[-1] in eos_ids),
+        extra=dict(extra or {}),
+    )
+
+
 # --- the model ------------------------------------------------------------------------------------
 
 
@@ -236,17 +251,7 @@ def generate(model_dir: Path, prompts: list[Prompt], sampling: Sampling, tags=No
         chunk = jobs[start : start + sampling.batch_size]
         outputs = asyncio.run(run_chunk(chunk))
         for (prompt, _, s), out in zip(chunk, outputs, strict=True):
-            ids = list(out.token_ids)
-            ended = bool(ids) and ids[-1] in server.eos_ids
-            responses.append(
-                Response(
-                    prompt=prompt,
-                    sample_index=s,
-                    text=verl_bridge.decode_response(tokenizer, ids, keep),
-                    num_tokens=len(ids),
-                    truncated=not ended,
-                )
-            )
+            responses.append(_response(prompt, s, list(out.token_ids), tokenizer, keep, server.eos_ids))
     return responses
 
 
@@ -415,20 +420,9 @@ def generate_with_budget(
         chunk = jobs[start : start + sampling.batch_size]
         outputs = asyncio.run(run_chunk(chunk))
         for (prompt, s), out in zip(chunk, outputs, strict=True):
-            ids = list(out.response_ids)
-            ended = bool(ids) and ids[-1] in server.eos_ids
             fields_ = out.extra_fields
+            extra = {k: int(fields_[k]) for k in ("thinking_budget_hit", "thinking_tokens", "answer_tokens")}
             responses.append(
-                Response(
-                    prompt=prompt,
-                    sample_index=s,
-                    text=verl_bridge.decode_response(tokenizer, ids, keep),
-                    num_tokens=len(ids),
-                    truncated=not ended,
-                    extra={
-                        k: int(fields_[k])
-                        for k in ("thinking_budget_hit", "thinking_tokens", "answer_tokens")
-                    },
-                )
+                _response(prompt, s, list(out.response_ids), tokenizer, keep, server.eos_ids, extra)
             )
     return responses
