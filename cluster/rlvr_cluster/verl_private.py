@@ -43,6 +43,11 @@ The in-process agent loop (rlvr_cluster/in_process_agent_loop.py, selected throu
    .remote(...)` in `_init_agent_loop_workers`, and calls the workers only through
    `worker.generate_sequences.remote(chunk)` in `generate_sequences`, awaiting the results with
    asyncio.gather. `AGENT_LOOP_WORKER_CALLS` lists the manager's methods that touch its workers.
+9. `ReusingAgentLoopWorker._run_agent_loop` follows verl's `AgentLoopWorker._run_agent_loop` (build the
+   registered loop with `hydra.utils.instantiate` and these keyword arguments, `run` it, then
+   `_agent_loop_postprocess`, inside `rollout_trace_attr`), building a loop of REUSABLE_AGENT_LOOPS once
+   per worker. verl's SingleTurnAgentLoop sets attributes only in `__init__`, so one instance serves
+   concurrent samples. `RUN_AGENT_LOOP_STEPS` are the pieces of verl's method the copy relies on.
 """
 
 from __future__ import annotations
@@ -70,6 +75,24 @@ AGENT_LOOP_WORKER_CALLS = {
     "_init_agent_loop_workers": "self.agent_loop_workers_class.options(",
     "generate_sequences": "worker.generate_sequences.remote(chunk)",
 }
+
+# Detail 9: the pieces of verl's AgentLoopWorker._run_agent_loop that ReusingAgentLoopWorker repeats.
+RUN_AGENT_LOOP_STEPS = (
+    "with rollout_trace_attr(",
+    "agent_loop_config = _agent_loop_registry[agent_name]",
+    "agent_loop = hydra.utils.instantiate(",
+    "config=agent_loop_config,",
+    "trainer_config=DictConfigWrap(config=self.config),",
+    "server_manager=self.llm_client,",
+    "tokenizer=self.tokenizer,",
+    "processor=self.processor,",
+    "hf_model_type=self.hf_model_type,",
+    "dataset_cls=self.dataset_cls,",
+    "data_config=DictConfigWrap(self.config.data),",
+    "tools=ToolListWrap(self.tools),",
+    "output: AgentLoopOutput = await agent_loop.run(sampling_params, **kwargs)",
+    'return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)',
+)
 
 
 def register_hf_rollout_adapter() -> None:

@@ -112,6 +112,39 @@ def test_verls_agent_loop_manager_reaches_its_workers_only_through_the_class_hoo
     assert generate.count("worker.") == 1 and "asyncio.gather" in generate
 
 
+def test_verls_run_agent_loop_is_the_build_run_postprocess_the_reusing_worker_repeats():
+    """Detail 9: a new step in verl's per-sample method (or a new constructor argument) would be skipped
+    by the reusing worker's copy; a loop that stores state while running could not be shared."""
+    import ast
+    import re
+    import textwrap
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
+
+    from rlvr_cluster.in_process_agent_loop import REUSABLE_AGENT_LOOPS, ReusingAgentLoopWorker
+
+    source = inspect.getsource(AgentLoopWorker._run_agent_loop)
+    for step in verl_private.RUN_AGENT_LOOP_STEPS:
+        assert step in source, step
+    (function,) = ast.parse(textwrap.dedent(source)).body
+    (with_trace,) = function.body  # everything happens inside the trace context
+    kinds = [type(node).__name__ for node in with_trace.body]
+    assert kinds == ["Assert", "Assign", "Assign", "AnnAssign", "Return"], (
+        kinds
+    )  # check, look up, build, run, postprocess
+    ours = inspect.getsource(ReusingAgentLoopWorker._reusable_loop)
+    for argument in [
+        s for s in verl_private.RUN_AGENT_LOOP_STEPS if s.endswith("),") or s.endswith("client,")
+    ]:
+        assert argument.split("=", 1)[0] + "=" in ours, argument
+    run = inspect.getsource(SingleTurnAgentLoop.run)
+    assert not re.search(r"\bself\.\w+(\.\w+)*\s*=[^=]", run), (
+        "SingleTurnAgentLoop.run stores state on the instance"
+    )
+    assert f"{SingleTurnAgentLoop.__module__}.{SingleTurnAgentLoop.__qualname__}" in REUSABLE_AGENT_LOOPS
+
+
 # --- vLLM on CPU (verl_private items 5-7): read verl's source, so no vLLM import is needed ---------
 
 
