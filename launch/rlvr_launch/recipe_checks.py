@@ -16,6 +16,8 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - `rlvr.verifier_placement` is one of the known policies (rlvr_launch/placement.py).
 - A DAPO `algorithm.filter_groups.metric` that is a per-status indicator (`rlvr_timeout`, ...) needs
   `reward.reward_kwargs.rlvr.status_indicators: true` (the reward returns them only when asked).
+- `reward.num_workers: 0` (the cpu platform: samples scored in the trainer's process) needs rlvr's
+  in-process agent-loop manager; verl's own manager would get no reward worker to call.
 
 `check_resume(cfg, stored)` refuses to resume a run directory whose checkpoints were written for another
 model or algorithm (a re-applied RayJob with a fixed --run-dir, or `rlvr train --run-dir` with a changed
@@ -127,6 +129,23 @@ def _check_filter_metric(cfg) -> None:
         )
 
 
+IN_PROCESS_AGENT_LOOP_MANAGER = "rlvr_cluster.in_process_agent_loop.InProcessAgentLoopManager"
+
+
+def _check_reward_workers(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(cfg, "reward.num_workers", default=1) != 0:
+        return
+    manager = OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.agent_loop_manager_class", default=None)
+    if manager != IN_PROCESS_AGENT_LOOP_MANAGER:
+        raise UserError(
+            "reward.num_workers=0 scores samples in the trainer's process, which only rlvr's in-process "
+            f"agent loop does (actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager}): set "
+            "reward.num_workers=1, or the manager back to " + IN_PROCESS_AGENT_LOOP_MANAGER
+        )
+
+
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
     size_overlong_buffer(cfg)
@@ -134,6 +153,7 @@ def check(cfg) -> None:
     _check_batches(cfg)
     _check_placement(cfg)
     _check_filter_metric(cfg)
+    _check_reward_workers(cfg)
 
 
 # What a checkpoint is tied to: a run directory resumes only under the same values.

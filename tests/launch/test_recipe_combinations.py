@@ -142,6 +142,19 @@ def test_filtering_dapo_groups_on_a_status_indicator_needs_the_opt_in_columns():
     compose.compose(["algo=dapo"])  # DAPO's own metric (acc) is always returned
 
 
+def test_scoring_in_the_trainers_process_needs_the_in_process_agent_loop():
+    """reward.num_workers=0 (the cpu platform) leaves no reward-loop actor: verl's own agent-loop manager
+    would fail on its first sample, so the combination is refused with both fixes named."""
+    cfg = compose.compose([])
+    assert cfg.reward.num_workers == 0
+    with pytest.raises(UserError, match=r"reward.num_workers=0 .*set reward.num_workers=1"):
+        compose.compose(["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null"])
+    cfg = compose.compose(
+        ["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null", "reward.num_workers=1"]
+    )
+    assert cfg.reward.num_workers == 1
+
+
 def test_batches_that_do_not_divide_are_refused():
     with pytest.raises(
         UserError, match=r"train_batch_size=100 is not a multiple of .*ppo_mini_batch_size=64"
