@@ -84,6 +84,25 @@ class _LocalWorker:
 REUSABLE_AGENT_LOOPS = frozenset({"verl.experimental.agent_loop.single_turn_agent_loop.SingleTurnAgentLoop"})
 
 
+# Per-sample columns verl's AgentLoopWorker adds to every generated batch that verl's legacy trainer
+# (RayPPOTrainer) never reads after generation (verl_private.py, detail 10, pinned by a test): agent-loop
+# bookkeeping (empty for single-turn loops), the weight-version stamps, the chat messages and a dict copy
+# of the reward columns (which stay, as columns). Each would be converted into 256 tensordict objects and
+# pickled into the old-log-prob, reference and update phases of every step.
+UNREAD_AGENT_LOOP_COLUMNS = frozenset(
+    {
+        "turn_scores",
+        "tool_rewards",
+        "extras",
+        "min_global_steps",
+        "max_global_steps",
+        "global_steps",
+        "raw_prompt",
+        "reward_extra_info",
+    }
+)
+
+
 class ReusingAgentLoopWorker(AgentLoopWorker):
     """verl's `AgentLoopWorker`, building each stateless agent loop (REUSABLE_AGENT_LOOPS) once instead of
     once per sample (`hydra.utils.instantiate` with the worker's tokenizer and config: ~17% of the trainer
@@ -193,6 +212,15 @@ class InProcessAgentLoopManager(AgentLoopManager):
             )
             args, kwargs = _with_reward_handles(args, kwargs, [local])
         super().__init__(config, *args, **kwargs)
+
+    @auto_await
+    async def generate_sequences(self, prompts):
+        """verl's generation, minus the per-sample columns the legacy trainer never reads afterwards
+        (UNREAD_AGENT_LOOP_COLUMNS): each would be packed object by object into every actor phase."""
+        output = await super().generate_sequences(prompts)
+        for key in UNREAD_AGENT_LOOP_COLUMNS:
+            output.non_tensor_batch.pop(key, None)
+        return output
 
     @classmethod
     @auto_await

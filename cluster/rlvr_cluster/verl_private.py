@@ -48,6 +48,9 @@ The in-process agent loop (rlvr_cluster/in_process_agent_loop.py, selected throu
    `_agent_loop_postprocess`, inside `rollout_trace_attr`), building a loop of REUSABLE_AGENT_LOOPS once
    per worker. verl's SingleTurnAgentLoop sets attributes only in `__init__`, so one instance serves
    concurrent samples. `RUN_AGENT_LOOP_STEPS` are the pieces of verl's method the copy relies on.
+10. `InProcessAgentLoopManager.generate_sequences` drops UNREAD_AGENT_LOOP_COLUMNS from the generated
+   batch: columns verl's AgentLoopWorker adds that verl's legacy trainer (ray_trainer.py and the
+   metric, reward and advantage modules it calls: `LEGACY_TRAINER_MODULES`) never reads.
 """
 
 from __future__ import annotations
@@ -92,6 +95,15 @@ RUN_AGENT_LOOP_STEPS = (
     "tools=ToolListWrap(self.tools),",
     "output: AgentLoopOutput = await agent_loop.run(sampling_params, **kwargs)",
     'return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)',
+)
+
+# Detail 10: the modules of verl's legacy trainer step that read a generated batch's columns.
+LEGACY_TRAINER_MODULES = (
+    "verl.trainer.ppo.ray_trainer",
+    "verl.trainer.ppo.metric_utils",
+    "verl.trainer.ppo.reward",
+    "verl.trainer.ppo.core_algos",
+    "verl.trainer.ppo.utils",
 )
 
 

@@ -92,7 +92,11 @@ def test_one_reused_agent_loop_and_the_in_process_reward_give_verls_batch_with_e
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
     from rlvr_cluster.hf_server import HFServer, ServerSettings
-    from rlvr_cluster.in_process_agent_loop import InProcessAgentLoopManager, ReusingAgentLoopWorker
+    from rlvr_cluster.in_process_agent_loop import (
+        UNREAD_AGENT_LOOP_COLUMNS,
+        InProcessAgentLoopManager,
+        ReusingAgentLoopWorker,
+    )
     from rlvr_launch import compose
 
     cfg = compose.compose([f"actor_rollout_ref.model.path={tiny_model_dir}"])
@@ -121,9 +125,14 @@ def test_one_reused_agent_loop_and_the_in_process_reward_give_verls_batch_with_e
     assert "rm_scores" in ours.batch.keys()
     for key in theirs.batch.keys():
         assert torch.equal(ours.batch[key], theirs.batch[key]), key
-    assert sorted(ours.non_tensor_batch) == sorted(theirs.non_tensor_batch)
-    for key in ("acc", "rlvr_status", "rlvr_verifier", "__num_turns__"):
+    # the manager drops only the columns verl's legacy trainer never reads (verl_private detail 10)
+    assert set(theirs.non_tensor_batch) - set(ours.non_tensor_batch) == UNREAD_AGENT_LOOP_COLUMNS
+    assert set(ours.non_tensor_batch) <= set(theirs.non_tensor_batch)
+    for key in set(ours.non_tensor_batch) - {"rlvr_latency_ms"}:  # a measured time, the rest is data
         assert list(ours.non_tensor_batch[key]) == list(theirs.non_tensor_batch[key]), key
+    assert all(latency >= 0 for latency in ours.non_tensor_batch["rlvr_latency_ms"])
+    for key in ("acc", "rlvr_status", "rlvr_verifier", "__num_turns__"):
+        assert key in ours.non_tensor_batch, key
     assert ours.meta_info["reward_extra_keys"] == theirs.meta_info["reward_extra_keys"]
     # every sample scored by the math verifier: a verdict, not a missing or failed score
     statuses = list(ours.non_tensor_batch["rlvr_status"])

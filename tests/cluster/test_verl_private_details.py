@@ -145,6 +145,24 @@ def test_verls_run_agent_loop_is_the_build_run_postprocess_the_reusing_worker_re
     assert f"{SingleTurnAgentLoop.__module__}.{SingleTurnAgentLoop.__qualname__}" in REUSABLE_AGENT_LOOPS
 
 
+def test_verls_legacy_trainer_never_reads_the_agent_loop_columns_the_in_process_manager_drops():
+    """Detail 10: a read of one of them (`batch.non_tensor_batch["raw_prompt"]`, `.get("extras")`)
+    in the legacy trainer's modules would meet a missing column."""
+    import importlib
+    import re
+
+    from rlvr_cluster.in_process_agent_loop import UNREAD_AGENT_LOOP_COLUMNS
+
+    for module_name in verl_private.LEGACY_TRAINER_MODULES:
+        source = inspect.getsource(importlib.import_module(module_name))
+        for key in UNREAD_AGENT_LOOP_COLUMNS:
+            reads = re.findall(rf"""(?<!meta_info)(?:\[|\.get\(|\.pop\()\s*["']{key}["']""", source)
+            assert not reads, (module_name, key)
+    # the check sees a read where there is one: verl's agent loop itself reads raw_prompt
+    agent_loop = inspect.getsource(importlib.import_module("verl.experimental.agent_loop.agent_loop"))
+    assert re.search(r"""(?<!meta_info)\[\s*["']raw_prompt["']""", agent_loop)
+
+
 # --- vLLM on CPU (verl_private items 5-7): read verl's source, so no vLLM import is needed ---------
 
 
