@@ -16,6 +16,8 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - `rlvr.verifier_placement` is one of the known policies (rlvr_launch/placement.py).
 - A DAPO `algorithm.filter_groups.metric` that is a per-status indicator (`rlvr_timeout`, ...) needs
   `reward.reward_kwargs.rlvr.status_indicators: true` (the reward returns them only when asked).
+- `actor_rollout_ref.rollout.router_config_path: rlvr:<file>` becomes the path of <file> in the
+  rlvr_cluster package (the cpu platform's verl-free load balancer, rlvr_cluster/slim_router.py).
 - `reward.num_workers: 0` (the cpu platform: samples scored in the trainer's process) needs rlvr's
   in-process agent-loop manager; verl's own manager would get no reward worker to call.
 
@@ -25,6 +27,8 @@ recipe): verl would load an incompatible checkpoint, or silently continue anothe
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rlvr_launch.cli import UserError
 
@@ -146,9 +150,33 @@ def _check_reward_workers(cfg) -> None:
         )
 
 
+PACKAGED_PREFIX = "rlvr:"
+
+
+def locate_router_config(cfg) -> None:
+    """`rollout.router_config_path: rlvr:<file>` -> the path of <file> in the rlvr_cluster package (verl
+    resolves the path in its TaskRunner, which may run elsewhere than the checkout)."""
+    from omegaconf import OmegaConf, open_dict
+
+    value = OmegaConf.select(cfg, "actor_rollout_ref.rollout.router_config_path", default=None)
+    if not isinstance(value, str) or not value.startswith(PACKAGED_PREFIX):
+        return
+    import rlvr_cluster
+
+    path = Path(rlvr_cluster.__file__).parent / value[len(PACKAGED_PREFIX) :]
+    if not path.is_file():
+        raise UserError(
+            f"actor_rollout_ref.rollout.router_config_path={value}: rlvr_cluster has no {path.name} "
+            "(rlvr:slim_router.yaml is the one it ships); give a file path or null for verl's own router"
+        )
+    with open_dict(cfg):
+        cfg.actor_rollout_ref.rollout.router_config_path = str(path)
+
+
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
     size_overlong_buffer(cfg)
+    locate_router_config(cfg)
     _check_overlong(cfg)
     _check_batches(cfg)
     _check_placement(cfg)

@@ -1,0 +1,89 @@
+"""A load balancer for verl's rollout servers whose Ray actor imports neither verl nor torch.
+
+    actor_rollout_ref.rollout.router_config_path: rlvr:slim_router.yaml   (recipes/platform/cpu.yaml)
+
+verl routes every generate request through one load-balancer actor (`GlobalRequestLoadBalancer`, in
+verl/workers/rollout/router.py): sticky sessions (a request id keeps its server) and least in-flight
+requests. Its class lives in a verl module, so its actor process imports verl, torch and transformers
+(~0.5 GiB resident) to count in-flight requests. `SlimLoadBalancer` is the same policy in a module that
+imports only the standard library, plugged in through verl's public router plugin: a YAML file named by
+`rollout.router_config_path` whose `router_class` verl instantiates as a Ray actor with `(servers,
+yaml_config)`. rlvr's composition turns `rlvr:<file>` into the path of that file in this package
+(rlvr_launch/recipe_checks.py). The methods are verl's `RequestLoadBalancer` protocol.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from typing import Any
+
+DEFAULT_MAX_STICKY = 10000  # verl's DEFAULT_ROUTING_CACHE_SIZE
+
+
+class SlimLoadBalancer:
+    """Sticky-session + least-in-flight routing over `{server_id: actor_handle}` (verl's default policy)."""
+
+    def __init__(self, servers: dict[str, Any], config: dict | None = None):
+        config = config or {}
+        self._servers: dict[str, Any] = dict(servers)
+        self._inflight: dict[str, int] = {sid: 0 for sid in servers}
+        self._sticky: OrderedDict[str, str] = OrderedDict()
+        self._max_sticky = int(config.get("max_sticky_sessions", DEFAULT_MAX_STICKY))
+
+    def acquire_server(self, request_id: str, **_fields: Any) -> tuple[str, Any]:
+        server_id = self._sticky.get(request_id)
+        if server_id is not None and server_id in self._inflight:
+            self._sticky.move_to_end(request_id)
+        else:
+            if not self._inflight:
+                raise RuntimeError("No available servers in load balancer")
+            least = min(self._inflight.values())
+            server_id = random.choice([sid for sid, count in self._inflight.items() if count == least])
+            self._sticky[request_id] = server_id
+            while len(self._sticky) > self._max_sticky:
+                self._sticky.popitem(last=False)
+        self._inflight[server_id] += 1
+        return server_id, self._servers[server_id]
+
+    def release_server(self, server_id: str, request_id: str | None = None) -> None:
+        if self._inflight.get(server_id, 0) > 0:
+            self._inflight[server_id] -= 1
+
+    def require_acquire_fields(self) -> list[str]:
+        return []
+
+    def require_release_fields(self) -> list[str]:
+        return []
+
+    def add_servers(self, servers: dict[str, Any]) -> None:
+        for sid, handle in servers.items():
+            self._inflight[sid] = 0
+            self._servers[sid] = handle
+
+    def remove_servers(self, server_ids: list[str]) -> None:
+        for sid in server_ids:
+            self._inflight.pop(sid, None)
+            self._servers.pop(sid, None)
+
+    def get_inflight_count(self, server_id: str) -> int:
+        return self._inflight.get(server_id, 0)
+
+    def get_all_servers(self) -> list[str]:
+        return list(self._inflight)
+
+    def clear_sticky_cache(self) -> dict:
+        cleared = len(self._sticky)
+        self._sticky.clear()
+        return {"cleared_entries": cleared, "server_loads": dict(self._inflight)}
+
+    def get_status(self) -> dict:
+        return {
+            "servers": dict(self._inflight),
+            "total_inflight": sum(self._inflight.values()),
+            "active_servers": len(self._inflight),
+            "registered_handles": list(self._servers),
+        }
+
+    def get_total_inflight(self) -> int:
+        return sum(self._inflight.values())
