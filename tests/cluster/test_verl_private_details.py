@@ -143,6 +143,20 @@ def test_verls_run_agent_loop_is_the_build_run_postprocess_the_reusing_worker_re
         "SingleTurnAgentLoop.run stores state on the instance"
     )
     assert f"{SingleTurnAgentLoop.__module__}.{SingleTurnAgentLoop.__qualname__}" in REUSABLE_AGENT_LOOPS
+    # the shared loop's token builder serves concurrent samples from executor threads: verl's builders
+    # keep no state either (attributes set in __init__ only)
+    from verl.utils.tokenizer import continuous_token
+
+    for builder in vars(continuous_token).values():
+        if not (inspect.isclass(builder) and builder.__module__ == continuous_token.__name__):
+            continue
+        for name, member in vars(builder).items():
+            if name != "__init__" and inspect.isfunction(member):
+                try:
+                    source = inspect.getsource(member)
+                except OSError:  # generated (dataclass __eq__, ...), not verl's code
+                    continue
+                assert not re.search(r"\bself\.\w+\s*=[^=]", source), f"{builder.__name__}.{name}"
 
 
 def test_verls_legacy_trainer_never_reads_the_agent_loop_columns_the_in_process_manager_drops():
