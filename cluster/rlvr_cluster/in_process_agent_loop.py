@@ -15,6 +15,15 @@ a daemon thread of the trainer's process (verl's TaskRunner), which idles while 
 The batch goes to the worker and back by reference. The v1 trainer (`trainer.use_v1`, DAPO's dynamic
 sampling) keeps verl's TransferQueue manager, to which this class hands over unchanged.
 
+Three cuts on top, each measured on the CPU demo (README, "The demo vs TRL"), each checked against verl's
+own worker on the same batch (tests/cluster/test_in_process_agent_loop.py):
+- the worker (`ReusingAgentLoopWorker`) builds verl's stateless single-turn loop once, not per sample
+  (verl_private.py, item 9);
+- with `reward.num_workers: 0` each sample is scored by verl's `RewardLoopWorker` held here, a coroutine
+  call instead of a Ray round trip, and no reward actor process;
+- the generated batch loses the columns verl's legacy trainer never reads (UNREAD_AGENT_LOOP_COLUMNS,
+  item 10), which verl would pack into every actor phase.
+
 How it plugs in (recorded in rlvr_cluster/verl_private.py, item 8, and pinned by a test): verl's manager
 builds its workers as `self.agent_loop_workers_class.options(...).remote(config, llm_client,
 teacher_client, reward_loop_worker_handles)` (the hook verl's own TransferQueue subclass uses) and awaits
