@@ -331,8 +331,9 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
         "resources": {str(local.verifier_resource): float(local.verifier_slots)},
         **quiet,
         # No idle workers prestarted per logical CPU: verl's actors carry a runtime_env and never reuse
-        # them (~100 MiB each, idle for the whole run).
-        "_system_config": {"prestart_worker_first_driver": False},
+        # them (~100 MiB each, idle for the whole run). And none kept after a task: verl runs one task at
+        # start-up (get_master_addr_port), whose worker Ray would otherwise keep idle for the whole run.
+        "_system_config": {"prestart_worker_first_driver": False, "num_workers_soft_limit": 0},
     }
     if int(local.num_cpus):
         kwargs["num_cpus"] = int(local.num_cpus)
