@@ -134,6 +134,9 @@ def check(cfg) -> None:
     _check_batches(cfg)
     _check_placement(cfg)
     _check_filter_metric(cfg)
+    from rlvr_launch import distill
+
+    distill.check(cfg)  # verl's distillation.* keys: teacher path, tokenizer, teacher pool
 
 
 # What a checkpoint is tied to: a run directory resumes only under the same values.
