@@ -43,6 +43,16 @@ The in-process agent loop (rlvr_cluster/in_process_agent_loop.py, selected throu
    .remote(...)` in `_init_agent_loop_workers`, and calls the workers only through
    `worker.generate_sequences.remote(chunk)` in `generate_sequences`, awaiting the results with
    asyncio.gather. `AGENT_LOOP_WORKER_CALLS` lists the manager's methods that touch its workers.
+
+On-policy distillation with the `hf` rollout as the teacher (hf_server.py, `prompt_logprobs_reply`):
+
+9. verl's teacher protocol has no public spec: `teacher_loop/teacher_manager.py` asks a teacher server
+   `generate(prompt_ids=sequence, sampling_params=_get_teacher_sampling_params(...))` with exactly
+   `TEACHER_REQUEST_KEYS`, reads `extra_fields["prompt_ids"]` / `["prompt_logprobs"]` (one row per
+   given id, as vLLM's `extract_prompt_logprobs` lays them out) and builds the teacher replicas with
+   `get_rollout_replica_class(inference.name)(..., is_teacher_model=True)` + `init_colocated(pool)`;
+   its config sizes top-k log-probs for vllm/sglang only (`_validate_topk_logprobs`), so the hf teacher
+   serves the estimator losses (rlvr_launch/distill.py refuses forward_kl_topk with it).
 """
 
 from __future__ import annotations
@@ -70,6 +80,10 @@ AGENT_LOOP_WORKER_CALLS = {
     "_init_agent_loop_workers": "self.agent_loop_workers_class.options(",
     "generate_sequences": "worker.generate_sequences.remote(chunk)",
 }
+
+# Detail 9: the sampling params verl's distillation sends a teacher (its prompt_logprobs request).
+TEACHER_REQUEST_KEYS = ("max_tokens", "temperature", "prompt_logprobs", "detokenize")
+TEACHER_REPLY_FIELDS = ("prompt_ids", "prompt_logprobs")
 
 
 def register_hf_rollout_adapter() -> None:
