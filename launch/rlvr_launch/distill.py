@@ -67,6 +67,27 @@ def check_same_tokenizer(student: str | Path, teacher: str | Path, teacher_key: 
         )
 
 
+def finalise(cfg) -> None:
+    """`embedded://NAME` teacher paths -> their cache folders (as compose does for the actor's model)."""
+    from omegaconf import OmegaConf
+
+    from rlvr_launch import compose
+
+    for teacher in (OmegaConf.select(cfg, "distillation.teacher_models", default=None) or {}).values():
+        path = teacher.get("model_path")
+        if isinstance(path, str) and path.startswith(compose.EMBEDDED_MODEL_PREFIX):
+            teacher.model_path = str(compose.embedded_path(path, cfg.rlvr.cache_dir))
+
+
+def _embedded_build(cfg, path: str) -> bool:
+    """An embedded model's cache folder, which `rlvr train` builds before training (rlvr.prepare)."""
+    from rlvr_launch import compose
+
+    names = ("tiny", "student")
+    builds = {compose.embedded_path(compose.EMBEDDED_MODEL_PREFIX + n, cfg.rlvr.cache_dir) for n in names}
+    return Path(path).expanduser() in builds
+
+
 def check(cfg) -> None:
     """Refuse a distillation config that cannot run, naming the key and the fix (no-op when disabled)."""
     from omegaconf import OmegaConf
@@ -109,6 +130,8 @@ def check(cfg) -> None:
             OmegaConf.select(cfg, "actor_rollout_ref.model.tokenizer_path")
             or cfg.actor_rollout_ref.model.path
         )
+        if _embedded_build(cfg, str(teacher.model_path)) and not Path(str(teacher.model_path)).is_dir():
+            continue  # built by `rlvr train` before training (rlvr.prepare); embedded models share a tokenizer
         folder = _model_folder(str(teacher.model_path), "the teacher", f"{key}.model_path")
         if Path(str(student)).expanduser().is_dir():
             check_same_tokenizer(Path(str(student)).expanduser(), folder, f"{key}.model_path")
