@@ -1,6 +1,7 @@
 """The CPU pipelines, long enough to show what each stage does (not CI; its tiny row in tests/test_benches.py).
 
-    python bench/pipeline_r1.py [--sections distill r1_zero] [--sft-steps 60] [--rl-steps 60] [--out DIR]
+    python bench/pipeline_r1.py [--sections distill r1_zero] [--sft-steps 60] [--rl-steps 60]
+        [--on-policy-steps 40] [--out DIR]
 
 Sections (each prints its own side-by-side lines; the README's "Pipelines" section reports a full run):
 - `distill`: the embedded teacher (tiny, 332k parameters) -> `rlvr pipeline distill` (teacher samples,
@@ -9,6 +10,9 @@ Sections (each prints its own side-by-side lines; the README's "Pipelines" secti
   number of optimizer steps. Both are evaluated by `rlvr eval` on the 20 held-out sums (greedy pass@1,
   sampled pass@k, maj@k). "Same compute" here is the same count of student updates; the wall seconds
   of each are printed next to it (the distilled side also pays for the teacher's sampling).
+  With --on-policy-steps N > 0 the pipeline is `distill_on_policy` (the same five stages, then N steps
+  of verl's on-policy distillation of the SFT'd student against the same teacher, merged and evaluated
+  the same way): it prints the student after SFT and after SFT + on-policy distillation side by side.
 - `r1_zero`: `rlvr pipeline r1_zero` with --rl-steps RL steps from the pipeline's model; prints the
   held-out pass@1 of the model before and after and the first/last step's reward.
 
@@ -64,7 +68,12 @@ def distill(args, out: Path) -> None:
     steps = args.sft_steps
     overrides = [f"sft:trainer.total_training_steps={steps}", f"sft:trainer.save_freq={steps}"]
     overrides.append("sft:trainer.total_epochs=1000")  # verl's SFT stops at the last epoch otherwise
-    pipeline_s = _run([*CLI, "pipeline", "distill", *overrides, "--run-dir", str(run_dir)])
+    on_policy = args.on_policy_steps
+    if on_policy:
+        overrides += [f"on_policy:trainer.{key}={on_policy}" for key in ("total_training_steps", "save_freq")]
+        overrides.append(f"on_policy:trainer.test_freq={on_policy}")
+    name = "distill_on_policy" if on_policy else "distill"
+    pipeline_s = _run([*CLI, "pipeline", name, *overrides, "--run-dir", str(run_dir)])
     sample, sft = _manifest(run_dir, "sample"), _manifest(run_dir, "sft")
     teacher = json.loads((next((run_dir / "stages").glob("*-teacher_eval")) / "eval.json").read_text())
     distilled = json.loads((next((run_dir / "stages").glob("*-eval")) / "eval.json").read_text())
@@ -111,6 +120,17 @@ def distill(args, out: Path) -> None:
         f"last {rewards[-1]:.3f}"
     )
     print(f"distilled - RL alone, greedy pass@1: {distilled['pass@1'] - rl['pass@1']:+.3f}")
+    if on_policy:
+        stage = _manifest(run_dir, "on_policy")
+        final = json.loads((next((run_dir / "stages").glob("*-on_policy_eval")) / "eval.json").read_text())
+        m = stage["metrics"]
+        print(
+            f"student SFT + on-policy    {_fmt(final)}   {m['step']} on-policy steps in "
+            f"{stage['finished'] - stage['started']:.0f} s; distillation loss (k1, nats/token) first "
+            f"{m['distill_loss_first']:.3f} last {m['distill_loss_last']:.3f}; reward first "
+            f"{m.get('reward_first', float('nan')):.3f} last {m.get('reward_last', float('nan')):.3f}"
+        )
+        print(f"on-policy - SFT only, greedy pass@1: {final['pass@1'] - distilled['pass@1']:+.3f}")
 
 
 def r1_zero(args, out: Path) -> None:
@@ -136,6 +156,9 @@ def main() -> None:
     )
     parser.add_argument("--sft-steps", type=int, default=60, help="student updates (SFT steps = RL steps)")
     parser.add_argument("--rl-steps", type=int, default=60, help="r1_zero's RL steps")
+    parser.add_argument(
+        "--on-policy-steps", type=int, default=0, help="on-policy distillation steps after the SFT (0: none)"
+    )
     parser.add_argument("--k", type=int, default=4, help="sampled responses per held-out prompt in eval")
     parser.add_argument("--out", type=Path, default=Path("runs/pipeline_r1"))
     parser.add_argument("overrides", nargs="*", help="extra overrides of the RL-alone student run")

@@ -9,6 +9,10 @@ tests/cluster/test_verl_private_details.py checks that the two field lists stay 
 `HFServer.generate` is token-in / token-out with per-token log-probs. Concurrent requests (verl's agent
 loop sends one per sample) are gathered and decoded together with a KV cache; `batching()` counts the
 decode calls and the requests they served.
+
+Teacher mode (verl's on-policy distillation): a request with `prompt_logprobs=K` in its sampling params is
+not generated but scored, one forward pass over the given ids (`prompt_logprobs_reply`), and answered in
+the layout of verl's vLLM teacher. `HFReplica` launches such servers on verl's teacher resource pool.
 """
 
 from __future__ import annotations
@@ -94,6 +98,75 @@ def _sample(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, 
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def _check_prompt_logprobs_request(model, prompt_ids: list[int], sampling_params: dict[str, Any]) -> int:
+    """The request's K (top-K per position; 0 = the sequence's own token only), or a clear ValueError."""
+    k = sampling_params.get("prompt_logprobs")
+    vocab = int(model.config.vocab_size)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(
+            f"prompt_logprobs must be a whole number >= 0 (top-K log-probs per position; 0 = the given "
+            f"token's only), got {k!r}"
+        )
+    if k > vocab:
+        raise ValueError(f"prompt_logprobs={k} exceeds the teacher's vocabulary of {vocab} tokens")
+    max_tokens = sampling_params.get("max_tokens", 1)
+    if max_tokens not in (None, 1):
+        raise ValueError(
+            f"the hf teacher answers prompt_logprobs requests with max_tokens=1 only (a forward pass over the "
+            f"given ids, as verl's distillation asks), got max_tokens={max_tokens!r}"
+        )
+    if not prompt_ids:
+        raise ValueError("a prompt_logprobs request needs at least one token id")
+    bad = [t for t in prompt_ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab]
+    if bad:
+        raise ValueError(
+            f"token ids outside the teacher's vocabulary [0, {vocab}): {bad[:5]} — the student and the teacher "
+            "must share one tokenizer"
+        )
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and len(prompt_ids) > int(limit):
+        raise ValueError(
+            f"a sequence of {len(prompt_ids)} tokens exceeds the teacher's {limit} positions "
+            "(max_position_embeddings); shorten data.max_prompt_length + rollout.response_length"
+        )
+    return k
+
+
+@torch.no_grad()
+def prompt_logprobs_reply(
+    model, prompt_ids: list[int], sampling_params: dict[str, Any], global_steps: int | None = None
+) -> GeneratedTokens:
+    """One forward pass of `model` over `prompt_ids`, shaped as verl's vLLM teacher replies.
+
+    `extra_fields["prompt_ids"]` and `["prompt_logprobs"]` hold one row per given id, as verl's
+    `extract_prompt_logprobs` (workers/rollout/vllm_rollout/utils.py) builds them: row i is the
+    distribution predicting token i+1 (position i's logits, at temperature 1) — with K = 0 the log-prob of
+    the given token i+1 and its id, with K > 0 the K most likely ids and their log-probs, most likely
+    first; the last row is a dummy of zeros (nothing follows the last token). `token_ids` is the one
+    generated token of the max_tokens=1 request (the greedy next token).
+    """
+    k = _check_prompt_logprobs_request(model, prompt_ids, sampling_params)
+    ids = torch.tensor([prompt_ids], dtype=torch.long)
+    logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
+    width = max(k, 1)
+    if k == 0:
+        targets = ids[0, 1:]
+        top_ids = targets[:, None]
+        top_logp = logp[:-1].gather(-1, top_ids)
+    else:
+        top = torch.topk(logp[:-1], k, dim=-1)
+        top_ids, top_logp = top.indices, top.values
+    rows_ids = top_ids.tolist() + [[0] * width]
+    rows_logp = top_logp.tolist() + [[0.0] * width]
+    next_token = int(logp[-1].argmax())
+    return GeneratedTokens(
+        token_ids=[next_token],
+        log_probs=[float(logp[-1, next_token])] if sampling_params.get("logprobs") else None,
+        stop_reason="length",
+        extra_fields={"prompt_ids": rows_ids, "prompt_logprobs": rows_logp, "global_steps": global_steps},
+    )
+
+
 class HFServer:
     """Generation server of one replica (a Ray actor). Loads the model from the settings' model path.
 
@@ -125,6 +198,7 @@ class HFServer:
         # Decode calls made and requests they served (requests / calls = the batching achieved).
         self.decode_calls = 0
         self.decoded_requests = 0
+        self.scored_requests = 0  # teacher-mode requests (prompt_logprobs) answered
 
     # --- token-in / token-out generation ---------------------------------------------------------
 
@@ -139,6 +213,8 @@ class HFServer:
     ) -> GeneratedTokens:
         if image_data or video_data:
             raise ValueError("the hf rollout backend serves text-only models")
+        if sampling_params.get("prompt_logprobs") is not None:  # a distillation teacher's request
+            return await asyncio.to_thread(self.score_prompt, list(prompt_ids), sampling_params)
         prompt_ids = list(prompt_ids)
         response_length = self.settings.response_length
         budget = self.settings.prompt_length + response_length - len(prompt_ids)
@@ -235,6 +311,13 @@ class HFServer:
             logits = out.logits[:, -1, :].float()
             next_position = next_position + 1
         return list(zip(tokens, log_probs, strict=True))
+
+    # --- teacher mode: log-probs of a given sequence (verl's on-policy distillation) ----------------
+
+    def score_prompt(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GeneratedTokens:
+        """Answer a `prompt_logprobs` request as verl's vLLM teacher does (see `prompt_logprobs_reply`)."""
+        self.scored_requests += 1
+        return prompt_logprobs_reply(self.model, prompt_ids, sampling_params, self.global_steps)
 
     # --- weights ----------------------------------------------------------------------------------
 

@@ -51,6 +51,16 @@ The in-process agent loop (rlvr_cluster/in_process_agent_loop.py, selected throu
 10. `InProcessAgentLoopManager.generate_sequences` drops UNREAD_AGENT_LOOP_COLUMNS from the generated
    batch: columns verl's AgentLoopWorker adds that verl's legacy trainer (ray_trainer.py and the
    metric, reward and advantage modules it calls: `LEGACY_TRAINER_MODULES`) never reads.
+
+On-policy distillation with the `hf` rollout as the teacher (hf_server.py, `prompt_logprobs_reply`):
+
+11. verl's teacher protocol has no public spec: `teacher_loop/teacher_manager.py` asks a teacher server
+   `generate(prompt_ids=sequence, sampling_params=_get_teacher_sampling_params(...))` with exactly
+   `TEACHER_REQUEST_KEYS`, reads `extra_fields["prompt_ids"]` / `["prompt_logprobs"]` (one row per
+   given id, as vLLM's `extract_prompt_logprobs` lays them out) and builds the teacher replicas with
+   `get_rollout_replica_class(inference.name)(..., is_teacher_model=True)` + `init_colocated(pool)`;
+   its config sizes top-k log-probs for vllm/sglang only (`_validate_topk_logprobs`), so the hf teacher
+   serves the estimator losses (rlvr_launch/distill.py refuses forward_kl_topk with it).
 """
 
 from __future__ import annotations
@@ -105,6 +115,9 @@ LEGACY_TRAINER_MODULES = (
     "verl.trainer.ppo.core_algos",
     "verl.trainer.ppo.utils",
 )
+# Detail 11: the sampling params verl's distillation sends a teacher (its prompt_logprobs request).
+TEACHER_REQUEST_KEYS = ("max_tokens", "temperature", "prompt_logprobs", "detokenize")
+TEACHER_REPLY_FIELDS = ("prompt_ids", "prompt_logprobs")
 
 
 def register_hf_rollout_adapter() -> None:

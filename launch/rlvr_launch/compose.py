@@ -150,6 +150,21 @@ def embedded_model_dir(cache_dir: str | Path) -> Path:
     return Path(cache_dir) / "models" / f"tiny-qwen2-addition-{TinySpec().digest()}"
 
 
+def embedded_path(path: str, cache_dir: str | Path) -> Path:
+    """The cache folder of an embedded model named in a recipe (`embedded://tiny`, `embedded://student`)."""
+    from rlvr_launch.embedded import STUDENT, student_model_dir
+
+    name = path[len(EMBEDDED_MODEL_PREFIX) :]
+    if name == "tiny":
+        return embedded_model_dir(cache_dir)
+    if name == STUDENT:
+        return student_model_dir(Path(cache_dir))
+    raise UserError(
+        f"unknown embedded model {path!r}; the embedded models are embedded://tiny and embedded://{STUDENT} "
+        "(the distillation student)"
+    )
+
+
 def _finalise(cfg) -> None:
     """Absolute rlvr paths; the embedded model's cache path in place of its `embedded://` name."""
     from omegaconf import open_dict
@@ -159,10 +174,10 @@ def _finalise(cfg) -> None:
         cfg.rlvr.data_dir = str(Path(os.path.expanduser(str(cfg.rlvr.data_dir))).resolve())
         path = str(cfg.actor_rollout_ref.model.path)
         if path.startswith(EMBEDDED_MODEL_PREFIX):
-            name = path[len(EMBEDDED_MODEL_PREFIX) :]
-            if name != "tiny":
-                raise UserError(f"unknown embedded model {path!r}; the embedded model is embedded://tiny")
-            cfg.actor_rollout_ref.model.path = str(embedded_model_dir(cfg.rlvr.cache_dir))
+            cfg.actor_rollout_ref.model.path = str(embedded_path(path, cfg.rlvr.cache_dir))
+        from rlvr_launch import distill
+
+        distill.finalise(cfg)  # embedded:// teacher paths of distillation.teacher_models
 
 
 def _check_micro_batches(cfg) -> None:

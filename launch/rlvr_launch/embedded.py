@@ -535,9 +535,14 @@ STUDENT_SPEC = TinySpec(
 )
 
 
+def student_model_dir(cache_dir: Path) -> Path:
+    """Where the student model is cached (built or not)."""
+    return Path(cache_dir) / "models" / f"tiny-qwen2-addition-student-{STUDENT_SPEC.digest()}"
+
+
 def ensure_student_model(cache_dir: Path, log=print) -> Path:
     """Path of the cached student model folder (built once, a second or two; digest-keyed like the teacher)."""
-    out = Path(cache_dir) / "models" / f"tiny-qwen2-addition-student-{STUDENT_SPEC.digest()}"
+    out = student_model_dir(cache_dir)
     with _locked(out.with_name(out.name + ".lock")):
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] building the embedded student model in {out} (once)")

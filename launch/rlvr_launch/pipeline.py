@@ -32,7 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlvr_launch import thinking_stages  # noqa: F401 - registers the Qwen3-style kinds (fusion, ...)
+from rlvr_launch import (
+    distill,  # noqa: F401 - registers the `distill` kind (on-policy distillation)
+    thinking_stages,  # noqa: F401 - registers the Qwen3-style kinds (fusion, ...)
+)
 from rlvr_launch.errors import UserError
 
 MANIFEST = "manifest.json"

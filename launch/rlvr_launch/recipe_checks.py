@@ -182,6 +182,9 @@ def check(cfg) -> None:
     _check_placement(cfg)
     _check_filter_metric(cfg)
     _check_reward_workers(cfg)
+    from rlvr_launch import distill
+
+    distill.check(cfg)  # verl's distillation.* keys: teacher path, tokenizer, teacher pool
 
 
 # What a checkpoint is tied to: a run directory resumes only under the same values.

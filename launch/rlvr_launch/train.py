@@ -204,9 +204,13 @@ def prepare(cfg) -> None:
     from rlvr_launch import datacheck, embedded
 
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
-    unknown = wanted - {"tiny_model", embedded.ADDITION}
+    unknown = wanted - {"tiny_model", "student_model", embedded.ADDITION}
     if unknown:
-        raise UserError(f"rlvr.prepare names unknown assets {sorted(unknown)}; known: tiny_model, addition")
+        raise UserError(
+            f"rlvr.prepare names unknown assets {sorted(unknown)}; known: tiny_model, student_model, addition"
+        )
+    if "student_model" in wanted:  # the distillation student (experiment=cpu_on_policy_distill)
+        embedded.ensure_student_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))
     if "tiny_model" in wanted:
         built = embedded.ensure_tiny_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))
         if str(built) != str(cfg.actor_rollout_ref.model.path):

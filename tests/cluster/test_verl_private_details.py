@@ -275,3 +275,26 @@ def test_the_weight_sync_timeout_setting_is_checked(monkeypatch, raw, ok):
             verl_private.weight_sync_timeout_s()
     else:
         assert verl_private.weight_sync_timeout_s() == ok
+
+
+def test_verls_distillation_asks_a_teacher_for_prompt_logprobs_and_reads_the_rows_the_hf_teacher_writes():
+    from types import SimpleNamespace
+
+    from verl.experimental.teacher_loop import teacher_manager, teacher_model
+    from verl.workers.config.distillation import DistillationTeacherModelConfig
+
+    for use_topk, expected_k in ((False, 0), (True, 7)):
+        config = SimpleNamespace(inference=SimpleNamespace(temperature=1.0))
+        loss = SimpleNamespace(topk=7, loss_settings=SimpleNamespace(use_topk=use_topk))
+        params = teacher_manager._get_teacher_sampling_params(config, loss)
+        assert tuple(params) == verl_private.TEACHER_REQUEST_KEYS
+        assert params["prompt_logprobs"] == expected_k and params["max_tokens"] == 1
+    reader = inspect.getsource(teacher_manager.AsyncTeacherLLMServerManager.compute_teacher_logprobs_single)
+    for name in verl_private.TEACHER_REPLY_FIELDS:
+        assert f'extra_fields["{name}"]' in reader, name
+    assert "== len(sequence_ids)" in reader  # one row per given id, dummy last row included
+    launcher = inspect.getsource(teacher_model.TeacherModelManager._initialize_llm_servers)
+    assert "get_rollout_replica_class(teacher_model_config.inference.name)" in launcher
+    assert "is_teacher_model=True" in launcher and "init_colocated(resource_pool)" in launcher
+    sizing = inspect.getsource(DistillationTeacherModelConfig._validate_topk_logprobs)
+    assert 'case "vllm"' in sizing and 'case "sglang"' in sizing and "NotImplementedError" in sizing
