@@ -150,3 +150,17 @@ def test_the_reward_manager_adds_the_columns_to_every_sample_of_a_rubric_run_onl
     assert tuple(unrouted["reward_extra_info"]) == tuple(scored["reward_extra_info"])
     plain = _manager(tokenizer_dir, None)._answer("math", Verdict(1.0, "ok", ""), 0.01, 10)
     assert not any(k.startswith("rlvr_rubric_") for k in plain["reward_extra_info"])
+
+
+def test_the_reward_picture_draws_the_format_rate_of_a_rubric_run(tmp_path: Path) -> None:
+    from rlvr_launch.rundir import FORMAT_KEY, REWARD_KEY, STEP_KEY, RunDir
+
+    plain = [{STEP_KEY: s, REWARD_KEY: 0.1 * s} for s in (1, 2, 3)]
+    rubric = [{**r, FORMAT_KEY: 0.3 * r[STEP_KEY]} for r in plain]
+    pictures = []
+    for i, rows in enumerate([plain, plain, rubric]):
+        rd = RunDir(tmp_path / str(i))
+        rd.path.mkdir(parents=True, exist_ok=True)
+        pictures.append(rd.plot_reward_curve(rows, title="t").read_bytes())
+    assert pictures[0] == pictures[1]  # the same rows draw the same picture
+    assert pictures[2] != pictures[0]  # the format rate is a line of its own
