@@ -210,6 +210,29 @@ def test_r1_zero_trains_the_text_only_base_paid_by_correctness_plus_format(tmp_p
         assert float(row["acc"]) == correct.score and row["rlvr_status"] == correct.status
         assert float(row["score"]) - correct.score in (pytest.approx(0.0), pytest.approx(0.5)), row
         assert row["rlvr_verifier"] == "r1_zero"
+        assert row["rlvr_rubric_format"] == rubric.metrics["format/score"], row  # the component's column
+    # Per step, metrics.jsonl holds the rubric's component means, equal to the rubric recomputed on
+    # that step's dumped responses (format rate, correctness, the rubric total).
+    logged = {
+        r["training/global_step"]: r
+        for r in map(json.loads, (stages / "00-rl/metrics.jsonl").read_text().splitlines())
+    }
+    dumps = sorted((stages / "00-rl/rollouts").glob("*.jsonl"))
+    assert [int(d.stem) for d in dumps] == [1, 2]
+    for dump in dumps:
+        lines = [json.loads(x) for x in open(dump)]
+        verdicts = [registry.get("r1_zero").verify(Item(x["output"], x["gts"], dict(extra))) for x in lines]
+        row = logged[int(dump.stem)]
+        n = len(verdicts)
+        assert row["rubric/format/mean"] == pytest.approx(
+            sum(v.metrics["format/score"] for v in verdicts) / n
+        )
+        assert row["rubric/correctness/mean"] == pytest.approx(
+            sum(v.metrics["routed/score"] for v in verdicts) / n
+        )
+        assert row["rubric/total/mean"] == pytest.approx(sum(v.score for v in verdicts) / n)
+        assert row["rubric/total/mean"] == pytest.approx(row["critic/score/mean"])  # no other shaping
+    assert not any("rubric/helpfulness/mean" in r for r in logged.values())  # r1_zero pays no helpfulness
     model = stages / "01-merge/model"
     assert isinstance(_loads_and_generates(model), str)
     report = json.loads((stages / "02-eval/eval.json").read_text())
