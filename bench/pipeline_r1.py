@@ -151,7 +151,7 @@ def _plot_format_rate(series: list[tuple[int, float]], correct: list[tuple[int, 
     ax.plot([s for s, _ in correct], [v for _, v in correct], marker=".", label="correctness")
     ax.set_xlabel("RL step")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_title("R1-Zero from the text-only base (rlvr pipeline r1_zero), per-step rollouts")
+    ax.set_title("rlvr pipeline r1_zero from the text-only base: per-step rollouts", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
