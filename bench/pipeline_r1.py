@@ -250,6 +250,7 @@ def r1(args, out: Path) -> dict:
         f"rl:trainer.total_training_steps={rl_steps}",
         f"rl:trainer.save_freq={rl_steps}",
         f"rl:trainer.test_freq={rl_steps}",
+        f"sft:optim.lr={args.r1_sft_lr}",
         f"sft:trainer.total_training_steps={args.r1_sft_steps}",
         f"sft:trainer.save_freq={args.r1_sft_steps}",
         f"final_rl:actor_rollout_ref.actor.optim.lr={lr}",
@@ -383,6 +384,7 @@ def main() -> None:
     parser.add_argument("--cold-start-steps", type=int, default=200, help="r1's cold-start SFT steps")
     parser.add_argument("--cold-start-lr", default="3e-3", help="r1's cold-start learning rate")
     parser.add_argument("--r1-sft-steps", type=int, default=60, help="r1's SFT steps on the sampled traces")
+    parser.add_argument("--r1-sft-lr", default="1e-3", help="r1's SFT learning rate on the sampled traces")
     parser.add_argument("--final-rl-steps", type=int, default=4, help="r1's final RL steps (r1 rubric)")
     parser.add_argument(
         "--json", type=Path, default=None, help="write the figures here (default OUT/pipeline_r1.json)"
