@@ -1,7 +1,7 @@
 """The CPU pipelines, long enough to show what each stage does (not CI; its tiny row in tests/test_benches.py).
 
-    python bench/pipeline_r1.py [--sections distill r1_zero] [--sft-steps 60] [--rl-steps 60]
-        [--on-policy-steps 40] [--out DIR]
+    python bench/pipeline_r1.py [--sections distill r1_zero r1] [--sft-steps 60] [--rl-steps 60]
+        [--on-policy-steps 40] [--out DIR] [--json bench/results/pipeline_r1.json]
 
 Sections (each prints its own side-by-side lines; the README's "Pipelines" section reports a full run):
 - `distill`: the embedded teacher (tiny, 332k parameters) -> `rlvr pipeline distill` (teacher samples,
@@ -13,8 +13,16 @@ Sections (each prints its own side-by-side lines; the README's "Pipelines" secti
   With --on-policy-steps N > 0 the pipeline is `distill_on_policy` (the same five stages, then N steps
   of verl's on-policy distillation of the SFT'd student against the same teacher, merged and evaluated
   the same way): it prints the student after SFT and after SFT + on-policy distillation side by side.
-- `r1_zero`: `rlvr pipeline r1_zero` with --rl-steps RL steps from the pipeline's model; prints the
-  held-out pass@1 of the model before and after and the first/last step's reward.
+- `r1_zero`: `rlvr pipeline r1_zero` with --rl-steps RL steps from the text-only base
+  (embedded://tiny_base), paid by the `r1_zero` rubric; prints the format rate (`rubric/format/mean`
+  of the step's rollouts, metrics.jsonl) and correctness of the first and last steps, the held-out
+  pass@1 after, and writes a PNG of the format rate per step next to the JSON.
+- `r1`: `rlvr pipeline r1` (cold start -> RL -> rejection sampling -> SFT of a fresh base -> final RL
+  with the `r1` rubric) with --cold-start-steps at --cold-start-lr and --r1-rl-steps RL steps at --rl-lr, vs RL ALONE
+  from the same model (embedded://tiny, the RL stage's own overrides, the same RL steps). All models are
+  evaluated by the same `rlvr eval` (held-out sums, 160-token responses). Prints: cold start + RL vs RL
+  alone (the same RL budget; the cold start's SFT steps and wall are printed besides), and the
+  rejection-sampled SFT model (a fresh base SFT'd on the RL model's verified traces) vs the RL model.
 
 Every run goes through the rlvr CLI in a subprocess, as a user would run it; the figures depend on the
 machine and its load (printed with them).
@@ -133,18 +141,250 @@ def distill(args, out: Path) -> None:
         print(f"on-policy - SFT only, greedy pass@1: {final['pass@1'] - distilled['pass@1']:+.3f}")
 
 
-def r1_zero(args, out: Path) -> None:
+def _rows(path: Path) -> list[dict]:  # a run's metrics.jsonl
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _series(rows: list[dict], key: str) -> list[tuple[int, float]]:
+    return [(int(r["training/global_step"]), float(r[key])) for r in rows if key in r]
+
+
+def _stage_wall(run_dir: Path, stage: str) -> float:
+    m = _manifest(run_dir, stage)
+    return float(m["finished"]) - float(m["started"])
+
+
+def _plot_format_rate(series: list[tuple[int, float]], correct: list[tuple[int, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(
+        [s for s, _ in series],
+        [v for _, v in series],
+        marker=".",
+        label="format rate (<think>...</think> then answer)",
+    )
+    ax.plot([s for s, _ in correct], [v for _, v in correct], marker=".", label="correctness")
+    ax.set_xlabel("RL step")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("rlvr pipeline r1_zero from the text-only base: per-step rollouts", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def r1_zero(args, out: Path) -> dict:
     run_dir = out / "r1_zero"
     steps = args.rl_steps
     overrides = [f"rl:trainer.total_training_steps={steps}", f"rl:trainer.save_freq={steps}"]
     wall = _run([*CLI, "pipeline", "r1_zero", *overrides, "--run-dir", str(run_dir)])
     rl = _manifest(run_dir, "rl")
+    rows = _rows(next((run_dir / "stages").glob("*-rl")) / "metrics.jsonl")
+    fmt = _series(rows, "rubric/format/mean")
+    correct = _series(rows, "rubric/correctness/mean")
+    if not fmt:
+        raise SystemExit("the r1_zero run logged no rubric/format/mean (no rubric columns in its rollouts)")
     final = json.loads((next((run_dir / "stages").glob("*-eval")) / "eval.json").read_text())
-    print(f"\n== r1_zero: {steps} RL steps (load average {os.getloadavg()[0]:.1f}) ==")
+    png = args.json.with_name(args.json.stem + "_r1_zero_format.png")
+    _plot_format_rate(fmt, correct, png)
     print(
-        f"reward first {rl['metrics'].get('reward_first', float('nan')):.3f} "
-        f"last {rl['metrics'].get('reward_last', float('nan')):.3f}; after RL {_fmt(final)}; wall {wall:.0f} s"
+        f"\n== r1_zero: {steps} RL steps from embedded://tiny_base (load average {os.getloadavg()[0]:.1f}) =="
     )
+    print(
+        f"format rate step {fmt[0][0]} {fmt[0][1]:.3f} -> step {fmt[-1][0]} {fmt[-1][1]:.3f} "
+        f"(max {max(v for _, v in fmt):.3f}); correctness {correct[0][1]:.3f} -> {correct[-1][1]:.3f}; "
+        f"paid reward {rl['metrics'].get('reward_first', float('nan')):.3f} -> "
+        f"{rl['metrics'].get('reward_last', float('nan')):.3f}"
+    )
+    print(
+        f"after RL: {_fmt(final)}; wall {_stage_wall(run_dir, 'rl'):.0f} s RL ({wall:.0f} s this call); picture {png}"
+    )
+    return {
+        "rl_steps": steps,
+        "format_rate": fmt,
+        "correctness": correct,
+        "reward_first": rl["metrics"].get("reward_first"),
+        "reward_last": rl["metrics"].get("reward_last"),
+        "eval_after": {k: final.get(k) for k in ("pass@1", "sampled")},
+        "rl_wall_s": _stage_wall(run_dir, "rl"),
+        "picture": png.name,
+    }
+
+
+R1_EVAL = ["data.max_response_length=160"]  # the r1 pipeline's eval stages' length: room for the worked sums
+
+
+def _merged(run_dir: Path, out: Path) -> Path:
+    """`rlvr train`'s last checkpoint as a Hugging Face folder (as the pipeline's merge stage does it)."""
+    from rlvr_launch import generation
+
+    actor = generation._actor_dir(run_dir / "checkpoints")
+    generation.merge_checkpoint(actor, out)
+    if not (out / "tokenizer_config.json").exists():
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(str(actor / "huggingface")).save_pretrained(str(out))
+    return out
+
+
+def _format_rates(rollouts: Path) -> list[tuple[int, float]]:
+    """Per dumped step, the share of responses the `format` verifier accepts (for RL runs that are not
+    paid by a rubric, whose metrics.jsonl has no rubric/format/mean)."""
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Item
+
+    fmt = registry.get("format")
+    extra = {"reasoning_tags": ["<think>", "</think>"], "think_prefilled": False}
+    out = []
+    for dump in sorted(rollouts.glob("*.jsonl"), key=lambda p: int(p.stem)):
+        lines = _rows(dump)
+        verdicts = fmt.verify_batch([Item(x["output"], None, dict(extra)) for x in lines])
+        out.append((int(dump.stem), sum(v.score for v in verdicts) / len(verdicts)))
+    return out
+
+
+def _rl_seconds(rows: list[dict]) -> float:
+    """verl's own time of the training steps (timing_s/step summed): comparable between runs, and the
+    same when a finished run is reused (`rlvr train` into a finished run dir does nothing)."""
+    return sum(float(x["timing_s/step"]) for x in rows if "timing_s/step" in x)
+
+
+def _rewards(rows: list[dict]) -> tuple[float, float]:
+    r = [x["critic/score/mean"] for x in rows if "critic/score/mean" in x]
+    return (r[0], r[-1]) if r else (float("nan"), float("nan"))
+
+
+def r1(args, out: Path) -> dict:
+    run_dir = out / "r1"
+    cs, rl_steps, lr = args.cold_start_steps, args.r1_rl_steps, args.rl_lr
+    overrides = [
+        f"cold_start:optim.lr={args.cold_start_lr}",
+        f"cold_start:trainer.total_training_steps={cs}",
+        f"cold_start:trainer.save_freq={cs}",
+        f"rl:actor_rollout_ref.actor.optim.lr={lr}",
+        f"rl:trainer.total_training_steps={rl_steps}",
+        f"rl:trainer.save_freq={rl_steps}",
+        f"rl:trainer.test_freq={rl_steps}",
+        f"sft:optim.lr={args.r1_sft_lr}",
+        f"sft:trainer.total_training_steps={args.r1_sft_steps}",
+        f"sft:trainer.save_freq={args.r1_sft_steps}",
+        f"final_rl:actor_rollout_ref.actor.optim.lr={lr}",
+        f"final_rl:trainer.total_training_steps={args.final_rl_steps}",
+        f"final_rl:trainer.save_freq={args.final_rl_steps}",
+    ]
+    # The pipeline may stop at its sample stage (a model whose samples are never right and well formed):
+    # the figures of the stages it finished are still reported, with the reason it stopped.
+    cmd = [*CLI, "pipeline", "r1", *overrides, "--run-dir", str(run_dir)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    stopped = None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+    def finished(name: str) -> dict | None:
+        found = list((run_dir / "stages").glob(f"*-{name}/manifest.json"))
+        m = json.loads(found[0].read_text()) if found else None
+        return m if m and m.get("status") == "done" else None
+
+    if not finished("rl_merge"):
+        print(done.stdout[-3000:], done.stderr[-3000:])
+        raise SystemExit(f"failed before the RL model existed: {' '.join(cmd)}")
+    rl_rows = _rows(next((run_dir / "stages").glob("*-rl")) / "metrics.jsonl")
+
+    # RL alone: the RL stage's own overrides (its lr included), from the model the cold start started from.
+    from rlvr_launch import embedded
+
+    cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
+    tiny = embedded.ensure_tiny_model(cache, log=lambda _m: None)
+    rl_overrides = [o for o in finished("rl")["config"]["overrides"] if "model.path=" not in o]
+    alone_dir = out / "r1_rl_alone"
+    _run([*CLI, "train", *rl_overrides, f"actor_rollout_ref.model.path={tiny}", "--run-dir", str(alone_dir)])
+    alone_hf = _merged(alone_dir, out / "r1_rl_alone_hf")
+    alone_rows = _rows(alone_dir / "metrics.jsonl")
+    rl_s, alone_s = _rl_seconds(rl_rows), _rl_seconds(alone_rows)
+    fmt_rl = _format_rates(next((run_dir / "stages").glob("*-rl")) / "rollouts")
+    fmt_alone = _format_rates(alone_dir / "rollouts")
+
+    models = [
+        ("base (embedded tiny)", str(tiny)),
+        ("cold start", finished("cold_start_merge")["outputs"]["model"]),
+        ("cold start + RL", finished("rl_merge")["outputs"]["model"]),
+        ("RL alone", str(alone_hf)),
+    ]
+    for label, stage in [
+        ("rejection-sampled SFT of a fresh base", "sft_merge"),
+        ("+ final RL (r1 rubric)", "final_merge"),
+    ]:
+        if finished(stage):
+            models.append((label, finished(stage)["outputs"]["model"]))
+    ev = {}
+    for i, (label, path) in enumerate(models):
+        report = out / f"r1_eval_{i}.json"
+        _run([*CLI, "eval", path, *R1_EVAL, "--task", "addition", "--k", str(args.k), "--out", str(report)])
+        ev[label] = json.loads(report.read_text())
+
+    print(
+        f"\n== r1: cold start {cs} SFT steps at lr {args.cold_start_lr}; RL {rl_steps} steps at lr {lr} "
+        f"(load average {os.getloadavg()[0]:.1f}) =="
+    )
+    for label, report in ev.items():
+        print(f"{label:40s} {_fmt(report)}")
+    cs_wall = _stage_wall(run_dir, "cold_start")
+    (a, b), (c, d) = _rewards(rl_rows), _rewards(alone_rows)
+    print(
+        f"cold start + RL: reward {a:.3f} -> {b:.3f}, format rate {fmt_rl[0][1]:.3f} -> {fmt_rl[-1][1]:.3f}, "
+        f"RL steps {rl_s:.0f} s (+ cold start stage {cs_wall:.0f} s)"
+    )
+    print(
+        f"RL alone:        reward {c:.3f} -> {d:.3f}, format rate {fmt_alone[0][1]:.3f} -> {fmt_alone[-1][1]:.3f}, "
+        f"RL steps {alone_s:.0f} s"
+    )
+    print(
+        f"cold start + RL - RL alone, greedy pass@1: {ev['cold start + RL']['pass@1'] - ev['RL alone']['pass@1']:+.3f}"
+    )
+    result = {
+        "overrides": overrides,
+        "stopped": stopped,
+        "eval": {
+            label: {k: r.get(k) for k in ("pass@1", "sampled", "statuses", "lengths") if k in r}
+            for label, r in ev.items()
+        },
+        "rl_reward_first_last": [a, b],
+        "rl_alone_reward_first_last": [c, d],
+        "rl_format_rate": fmt_rl,
+        "rl_alone_format_rate": fmt_alone,
+        "cold_start_wall_s": cs_wall,
+        "rl_steps_s": rl_s,
+        "rl_alone_steps_s": alone_s,
+    }
+    sample = finished("sample")
+    if sample is None:
+        print(f"rejection sampling: the pipeline stopped: {stopped}")
+        return result
+    m = sample["metrics"]
+    result["sample"] = m
+    rl_acc = ev["cold start + RL"]["pass@1"]
+    kept = ev.get("rejection-sampled SFT of a fresh base", {}).get("pass@1")
+    print(
+        f"rejection sampling: {m.get('responses')} sampled, {m.get('verified')} verified, {m.get('kept')} kept; "
+        + (
+            f"SFT model greedy pass@1 {kept:.3f} vs the RL model's {rl_acc:.3f}"
+            if kept is not None
+            else f"stopped: {stopped}"
+        )
+    )
+    if finished("final_rl"):
+        rows = _rows(next((run_dir / "stages").glob("*-final_rl")) / "metrics.jsonl")
+        keys = sorted({k for x in rows for k in x if k.startswith("rubric/")})
+        result["final_rl_rubric_per_step"] = {k: [x[k] for x in rows if k in x] for k in keys}
+        print(
+            "final RL (r1 rubric), per step: "
+            + "; ".join(
+                f"{k} {[round(v, 3) for v in vals]}" for k, vals in result["final_rl_rubric_per_step"].items()
+            )
+        )
+    return result
 
 
 def main() -> None:
@@ -152,12 +392,24 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--sections", nargs="+", default=["distill", "r1_zero"], choices=["distill", "r1_zero"]
+        "--sections", nargs="+", default=["distill", "r1_zero", "r1"], choices=["distill", "r1_zero", "r1"]
     )
     parser.add_argument("--sft-steps", type=int, default=60, help="student updates (SFT steps = RL steps)")
     parser.add_argument("--rl-steps", type=int, default=60, help="r1_zero's RL steps")
     parser.add_argument(
         "--on-policy-steps", type=int, default=0, help="on-policy distillation steps after the SFT (0: none)"
+    )
+    parser.add_argument(
+        "--r1-rl-steps", type=int, default=12, help="RL steps of r1's RL stage and of RL alone"
+    )
+    parser.add_argument("--rl-lr", default="1e-4", help="r1's RL learning rate (its RL stages and RL alone)")
+    parser.add_argument("--cold-start-steps", type=int, default=200, help="r1's cold-start SFT steps")
+    parser.add_argument("--cold-start-lr", default="3e-3", help="r1's cold-start learning rate")
+    parser.add_argument("--r1-sft-steps", type=int, default=60, help="r1's SFT steps on the sampled traces")
+    parser.add_argument("--r1-sft-lr", default="1e-3", help="r1's SFT learning rate on the sampled traces")
+    parser.add_argument("--final-rl-steps", type=int, default=4, help="r1's final RL steps (r1 rubric)")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the figures here (default OUT/pipeline_r1.json)"
     )
     parser.add_argument("--k", type=int, default=4, help="sampled responses per held-out prompt in eval")
     parser.add_argument("--out", type=Path, default=Path("runs/pipeline_r1"))
@@ -165,8 +417,19 @@ def main() -> None:
     args = parser.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
+    args.json = (args.json or args.out / "pipeline_r1.json").resolve()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    results = {"sections": {}, "args": {k: str(v) for k, v in vars(args).items()}}
     for section in args.sections:
-        {"distill": distill, "r1_zero": r1_zero}[section](args, args.out)
+        load = os.getloadavg()[0]
+        figures = {"distill": distill, "r1_zero": r1_zero, "r1": r1}[section](args, args.out)
+        results["sections"][section] = {
+            "load_before": load,
+            "load_after": os.getloadavg()[0],
+            **(figures or {}),
+        }
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    print(f"figures: {args.json}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from rlvr_cluster import thinking_metrics
 from rlvr_launch.cli import UserError
+from rlvr_verifiers import rubric
 
 STEP = "training/global_step"
 SCORE = "critic/score/mean"
@@ -210,6 +211,8 @@ def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
         out["rlvr/no_answer_region"] = float(sum(float(x.get("rlvr_no_answer_region") or 0.0) for x in lines))
     # the thinking budget's figures (hit rate, thinking/answer lengths, accuracy by hit), where dumped
     out.update(thinking_metrics.step_metrics_from_rollouts(lines))
+    # a rubric-paid run's component means (format rate, language consistency, ...), where dumped
+    out.update(rubric.step_metrics_from_rollouts(lines))
     return out
 
 

@@ -27,6 +27,7 @@ from rlvr_launch.cli import UserError
 
 STEP_KEY = "training/global_step"
 REWARD_KEY = "critic/score/mean"
+FORMAT_KEY = "rubric/format/mean"  # rlvr_verifiers.rubric: a rubric-paid run's format rate per step
 
 
 class RunDir:
@@ -196,6 +197,13 @@ class RunDir:
                 for i in range(len(ys))
             ]
             ax.plot(xs, smooth, color="#1f5fa8", linewidth=2, label=f"moving average ({window} steps)")
+        # a rubric-paid run (r1_zero, r1): the share of responses in the R1 format, per step
+        fmt = [(r[STEP_KEY], r[FORMAT_KEY]) for r in rows if _finite(r.get(FORMAT_KEY))]
+        if fmt:
+            xs, ys = zip(*fmt, strict=True)
+            ax.plot(
+                xs, ys, color="#7f8c8d", linestyle=":", linewidth=2, label="format rate (rubric, sampled)"
+            )
         colors = ["#c0392b", "#e67e22", "#27ae60", "#8e44ad"]
         for i, (key, points) in enumerate(vals.items()):
             xs, ys = zip(*points, strict=True)

@@ -160,7 +160,30 @@ def test_r1_killed_in_rl_resumes_from_its_checkpoint_and_status_tells_the_truth(
         assert float(row["acc"]) == correct.score and row["rlvr_status"] == correct.status
         assert row["rlvr_verifier"] == "r1"
         paid_beyond_correctness += rubric.score > correct.score
+        # each non-correctness component's column holds its unweighted value for this response
+        assert row["rlvr_rubric_helpfulness"] == rubric.metrics["helpfulness/score"], row
+        assert row["rlvr_rubric_language_consistency"] == rubric.metrics.get(
+            "format/language_consistency", 0.0
+        )
     assert paid_beyond_correctness > 0
+    # The final RL's metrics.jsonl rows carry the r1 rubric's component means of each step's responses.
+    logged = [json.loads(x) for x in (stages / "08-final_rl/metrics.jsonl").read_text().splitlines()]
+    for row in (r for r in logged if "rubric/total/mean" in r):
+        lines = [
+            json.loads(x) for x in open(stages / f"08-final_rl/rollouts/{row['training/global_step']}.jsonl")
+        ]
+        verdicts = [registry.get("r1").verify(Item(x["output"], x["gts"], dict(extra))) for x in lines]
+        mean = {
+            k: sum(v.metrics.get(k, 0.0) for v in verdicts) / len(verdicts)
+            for k in set().union(*(v.metrics for v in verdicts))
+        }
+        assert row["rubric/helpfulness/mean"] == pytest.approx(mean["helpfulness/score"])
+        assert row["rubric/format/mean"] == pytest.approx(mean["format/score"])
+        assert row["rubric/language_consistency/mean"] == pytest.approx(
+            mean.get("format/language_consistency", 0.0)
+        )
+        assert row["rubric/total/mean"] == pytest.approx(sum(v.score for v in verdicts) / len(verdicts))
+    assert sum("rubric/total/mean" in r for r in logged) == 2  # both steps
     assert isinstance(_loads_and_generates(stages / "09-final_merge/model"), str)
 
     again = _cli(*args, env=env)  # everything unchanged: nothing runs
@@ -210,6 +233,29 @@ def test_r1_zero_trains_the_text_only_base_paid_by_correctness_plus_format(tmp_p
         assert float(row["acc"]) == correct.score and row["rlvr_status"] == correct.status
         assert float(row["score"]) - correct.score in (pytest.approx(0.0), pytest.approx(0.5)), row
         assert row["rlvr_verifier"] == "r1_zero"
+        assert row["rlvr_rubric_format"] == rubric.metrics["format/score"], row  # the component's column
+    # Per step, metrics.jsonl holds the rubric's component means, equal to the rubric recomputed on
+    # that step's dumped responses (format rate, correctness, the rubric total).
+    logged = {
+        r["training/global_step"]: r
+        for r in map(json.loads, (stages / "00-rl/metrics.jsonl").read_text().splitlines())
+    }
+    dumps = sorted((stages / "00-rl/rollouts").glob("*.jsonl"))
+    assert [int(d.stem) for d in dumps] == [1, 2]
+    for dump in dumps:
+        lines = [json.loads(x) for x in open(dump)]
+        verdicts = [registry.get("r1_zero").verify(Item(x["output"], x["gts"], dict(extra))) for x in lines]
+        row = logged[int(dump.stem)]
+        n = len(verdicts)
+        assert row["rubric/format/mean"] == pytest.approx(
+            sum(v.metrics["format/score"] for v in verdicts) / n
+        )
+        assert row["rubric/correctness/mean"] == pytest.approx(
+            sum(v.metrics["routed/score"] for v in verdicts) / n
+        )
+        assert row["rubric/total/mean"] == pytest.approx(sum(v.score for v in verdicts) / n)
+        assert row["rubric/total/mean"] == pytest.approx(row["critic/score/mean"])  # no other shaping
+    assert not any("rubric/helpfulness/mean" in r for r in logged.values())  # r1_zero pays no helpfulness
     model = stages / "01-merge/model"
     assert isinstance(_loads_and_generates(model), str)
     report = json.loads((stages / "02-eval/eval.json").read_text())

@@ -29,6 +29,7 @@ helpfulness/safety). Select one for training with `reward.reward_kwargs.rlvr.rub
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,3 +190,93 @@ def _run_verifier(name: str, items: list[Item]) -> list[Verdict]:
         for i, verdict in zip(idx, verifier.verify_batch([items[i] for i in idx]), strict=True):
             out[i] = verdict
     return out  # type: ignore[return-value]
+
+
+# ---- per-step component figures (a rubric-paid training run's metrics.jsonl rows) ---------------------
+#
+# The rlvr reward manager adds, for a run with `reward.reward_kwargs.rlvr.rubric=NAME`, one reward column
+# per paid component other than correctness (`component_columns`): `rlvr_rubric_format`,
+# `rlvr_rubric_language_consistency`, `rlvr_rubric_helpfulness` for `r1`; `rlvr_rubric_format` for
+# `r1_zero`. Each holds the component's unweighted value for that sample (what the rubric multiplies by
+# its weight; None for a sample the rubric never scored: unroutable, or a ground truth that does not
+# decode). Correctness needs no column: `acc` already is the routed verifier's score; the rubric total is
+# the paid `score` minus DAPO's overlong shaping (`overlong_reward`, when logged). verl dumps the columns
+# with each step's rollouts, and `rlvr train` joins `step_metrics_from_rollouts` of each dump to that
+# step's metrics.jsonl row:
+#
+#     rubric/format/mean                 share of responses in the R1 format (the format verdict is 0/1)
+#     rubric/language_consistency/mean   mean language consistency of the reasoning (r1)
+#     rubric/helpfulness/mean            mean helpfulness/safety score (r1)
+#     rubric/correctness/mean            mean correctness (`acc`)
+#     rubric/total/mean                  mean rubric score (what the rubric paid, before overlong shaping)
+#
+# A plain (non-rubric) run has none of the columns and gets none of the figures.
+
+COLUMN_PREFIX = "rlvr_rubric_"
+CORRECTNESS, TOTAL = "correctness", "total"
+
+
+def component_label(comp: Component) -> str:
+    """What a paid component measures, as its column and metric name it: `correctness` for the routed
+    verifier, the metric for a metric component (`language_consistency`), else the verifier's name."""
+    if comp.metric is not None:
+        return comp.metric
+    return CORRECTNESS if comp.verifier == ROUTED else comp.verifier
+
+
+def component_columns(rubric: Rubric) -> dict[str, Component]:
+    """`{column: component}` for the paid components that get a reward column (all but correctness,
+    which is `acc`), in the rubric's order."""
+    out: dict[str, Component] = {}
+    for comp in rubric.components:
+        label = component_label(comp)
+        if label != CORRECTNESS:
+            out.setdefault(COLUMN_PREFIX + label, comp)
+    return out
+
+
+def component_values(rubric: Rubric, verdict: Verdict | None) -> dict[str, float | None]:
+    """One sample's component columns from the rubric's verdict: the value each component pays before
+    its weight (0.0 for a metric the verdict did not report, as the rubric pays it); None for every
+    column when the rubric never scored the sample (`verdict` None, or a verdict without the rubric's
+    per-component metrics: the pool gave up on the batch)."""
+    out: dict[str, float | None] = {}
+    for column, comp in component_columns(rubric).items():
+        if verdict is None or not verdict.metrics:
+            out[column] = None
+            continue
+        key = f"{comp.verifier}/{comp.metric or 'score'}"
+        out[column] = float(verdict.metrics.get(key, 0.0))
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
+    """The per-step component means (module comment above) of one step's rollout dump (verl's jsonl
+    lines, one per response); {} when the dump has no rubric columns. Samples the rubric never scored
+    (None in the columns) are left out of every figure."""
+    columns = sorted({k for line in lines for k in line if k.startswith(COLUMN_PREFIX)})
+    if not columns:
+        return {}
+    scored = [line for line in lines if all(_finite(line.get(c)) is not None for c in columns)]
+    if not scored:
+        return {}
+    n = len(scored)
+    out = {f"rubric/{c[len(COLUMN_PREFIX) :]}/mean": sum(_finite(x[c]) for x in scored) / n for c in columns}  # type: ignore[misc]
+    acc = [_finite(x.get("acc")) for x in scored]
+    if all(a is not None for a in acc):
+        out[f"rubric/{CORRECTNESS}/mean"] = sum(acc) / n  # type: ignore[arg-type]
+    totals = [_finite(x.get("score")) for x in scored]
+    if all(t is not None for t in totals):
+        shaping = [_finite(x.get("overlong_reward")) or 0.0 for x in scored]
+        out[f"rubric/{TOTAL}/mean"] = sum(t - s for t, s in zip(totals, shaping, strict=True)) / n  # type: ignore[operator]
+    return out

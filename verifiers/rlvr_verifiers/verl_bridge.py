@@ -13,7 +13,9 @@ Routing: each sample goes to one verifier, decided in this order:
 5. otherwise the sample is unroutable: status `invalid_input`, score 0, counted.
 With `rubric: NAME` (a registered rubric, rlvr_verifiers.rubrics) every routed sample is scored by the
 rubric instead, the routed verifier being its `routed` component (`extra["routed_verifier"]`); the
-sample's `rlvr_verifier` column then names the rubric.
+sample's `rlvr_verifier` column then names the rubric, and every sample also gets one column per paid
+component other than correctness (`rlvr_rubric_format`, ...; rlvr_verifiers.rubric.component_columns),
+from which `rlvr train` derives the per-step `rubric/<component>/mean` figures.
 
     data_source / ability contains        verifier
     countdown                              countdown
@@ -75,7 +77,8 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import registry as verl_registry
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from rlvr_verifiers import reasoning
+from rlvr_verifiers import reasoning, registry
+from rlvr_verifiers import rubric as rubric_module
 from rlvr_verifiers.base import INVALID_INPUT, STATUSES, Item, Verdict
 from rlvr_verifiers.overlong import OverlongConfig
 from rlvr_verifiers.pool import PoolConfig, VerifierPool, _percentile, get_pool
@@ -183,7 +186,6 @@ class BridgeConfig:
             raise ValueError("reward.reward_kwargs.rlvr: micro_batch_size >= 1 and micro_batch_wait_ms >= 0")
         out.reasoning_settings()  # fail at construction, not at the first reward
         if out.rubric is not None:
-            from rlvr_verifiers import registry
             from rlvr_verifiers.rubric import Rubric
 
             try:
@@ -471,6 +473,8 @@ class RlvrRewardManager(RewardManagerBase):
         # builds the columns from the first sample's keys, so they cannot depend on the sample).
         agent = _get_path(config, ("actor_rollout_ref", "rollout", "agent", "default_agent_loop"))
         self._thinking_columns = agent == THINKING_BUDGET_LOOP
+        # A rubric run's per-component columns (rlvr_verifiers.rubric.component_columns), on every sample.
+        self._rubric = registry.get(self.bridge_config.rubric) if self.bridge_config.rubric else None
 
     def _thinking_info(self, ntb: dict) -> dict[str, Any]:
         """The budget loop's fields of this sample as rlvr_ columns: from verl's `tool_extra_fields` (the
@@ -548,6 +552,9 @@ class RlvrRewardManager(RewardManagerBase):
             verifier, verdict, latency, no_answer_region, self.bridge_config.status_indicators
         )
         info.update(self.overlong.extra_info(response_length))
+        if self._rubric is not None:  # None in every column for a sample the rubric never scored
+            scored = verdict if verifier == self.bridge_config.rubric else None
+            info.update(rubric_module.component_values(self._rubric, scored))
         return {
             "reward_score": float(verdict.score) + self.overlong.penalty(response_length),
             "reward_extra_info": info,
