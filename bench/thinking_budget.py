@@ -1,11 +1,12 @@
 """Accuracy vs thinking budget of the fused model (the `qwen3` pipeline), side by side with the model before
 fusion, in thinking mode at each budget and in non-thinking mode. Not run by CI at full size.
 
-    python bench/thinking_budget.py [--run-dir DIR] [--budgets 0,8,16,32,64,128] [--limit N] [STAGE:key=value ...]
+    python bench/thinking_budget.py [--run-dir DIR] [--budgets 0,16,32,48,64,96,128] [--limit N] [STAGE:key=value ...]
     python bench/thinking_budget.py --report bench/results/thinking_budget.json   # print a recorded result
 
 Runs (or resumes: finished stages are skipped) `rlvr pipeline qwen3` on CPU: long-CoT cold start ->
-reasoning RL -> thinking-mode fusion SFT -> general RL with the budget agent loop. Then `rlvr eval
+reasoning RL -> thinking-mode fusion SFT -> general RL with the budget agent loop (with no STAGE:key=value
+given, the SFT stages run longer than the recipe's test size: DEFAULT_OVERRIDES below). Then `rlvr eval
 --thinking-budget` (greedy pass@1 on the 20 held-out sums, rlvr's `thinking_budget` agent loop on the hf
 server) of two models of that run, in one process:
 - `reasoning RL` (stage rl_merge): the model before fusion, trained in thinking mode only (the baseline);
@@ -29,6 +30,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = (("reasoning RL", "rl_merge"), ("fused", "fusion_merge"))
+# The recipe's SFT stages are sized for the slow e2e test (20 + 10 steps): too short for the tiny model
+# to learn to close its reasoning block (every budget then scores 0). With these the cold-start model
+# counts the sum up in a closed block on most prompts, so the budget has something to cut.
+DEFAULT_OVERRIDES = [
+    "cold_start:trainer.total_training_steps=400",
+    "cold_start:trainer.save_freq=400",
+    "fusion:trainer.total_training_steps=200",
+    "fusion:trainer.save_freq=200",
+]
 
 
 def stage_model(run_dir: Path, stage: str) -> Path:
@@ -100,15 +110,20 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench-thinking-budget"))
-    parser.add_argument("--budgets", default="0,8,16,32,64,128")
+    parser.add_argument("--budgets", default="0,16,32,48,64,96,128")
     parser.add_argument("--limit", type=int, default=None, help="only the first N held-out prompts")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "thinking_budget.json")
     parser.add_argument("--report", type=Path, default=None, help="print a recorded result; run nothing")
-    parser.add_argument("overrides", nargs="*", help="STAGE:key=value for `rlvr pipeline qwen3`")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help=f"STAGE:key=value for `rlvr pipeline qwen3` (default: {' '.join(DEFAULT_OVERRIDES)})",
+    )
     args = parser.parse_args()
     if args.report:
         print(table(json.loads(args.report.read_text())))
         return 0
+    args.overrides = args.overrides or list(DEFAULT_OVERRIDES)
     started = time.time()
     cmd = [
         sys.executable,

@@ -50,7 +50,7 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     # recorded result of a real run (bench/results/vs_trl.json, copied into the test's folder).
     "vs_trl.py": (["--report", "{tmp}/vs_trl.json"], r"TRL GRPOTrainer\s+ratio"),
     # The qwen3 pipeline is minutes of training: the report path runs on a recorded result
-    # (bench/results/thinking_budget.json, from the slow e2e test's run size).
+    # (bench/results/thinking_budget.json, the bench's default size).
     "thinking_budget.py": (
         ["--report", "{tmp}/thinking_budget.json"],
         r"non-thinking pass@1 fused vs reasoning RL",
