@@ -114,6 +114,22 @@ class RunDir:
         except ValueError:
             raise UserError(f"{marker} is corrupt: expected a step number; remove it to start over") from None
 
+    def resume_point(self) -> tuple[int, int]:
+        """(step to resume from, newest checkpointed step). verl saves a step's checkpoint before it logs
+        that step's metrics, so a run killed between the two leaves a checkpoint whose metrics row is never
+        written; resuming there would lose the row for good. Then the newest earlier checkpoint whose row
+        exists (or step 0) is the resume point, and the step is trained and logged again."""
+        latest = self.latest_checkpoint_step()
+        if not latest:
+            return 0, 0
+        logged = {int(r[STEP_KEY]) for r in self.merged_metrics()}
+        if latest in logged:
+            return latest, latest
+        for step in sorted(logged, reverse=True):
+            if step < latest and (self.checkpoints / f"global_step_{step}").is_dir():
+                return step, latest
+        return latest, latest  # no earlier checkpoint: keep the newest (its row stays missing)
+
     # --- attempts -------------------------------------------------------------------------------
     def attempt_numbers(self) -> list[int]:
         if not self.attempts_dir.is_dir():

@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
 RUN_LOCAL_KEYS = (
     "trainer.default_local_dir",
     "trainer.resume_mode",
+    "trainer.resume_from_path",
     "trainer.logger",
     "trainer.rollout_data_dir",
 )
@@ -555,7 +556,7 @@ def run_training(
     status = 1
     started = time.time()
     try:
-        resume_from = rd.latest_checkpoint_step()
+        resume_from, newest = rd.resume_point()
         total = int(cfg.trainer.total_training_steps or 0)
         if total and resume_from >= total:
             log(
@@ -567,11 +568,19 @@ def run_training(
         prepare(cfg)
         if resume_from:
             recipe_checks.check_resume(cfg, rd.config_path)  # same model and algorithm, or refuse
+            if newest != resume_from:
+                log(
+                    f"the checkpoint at step {newest} has no metrics row (the run was stopped between saving "
+                    f"it and logging its metrics): step {resume_from + 1} onwards is trained again"
+                )
             log(f"resuming from the checkpoint at step {resume_from}")
         attempt_log = rd.new_attempt(resume_from)
         with open_dict(cfg):
             cfg.trainer.default_local_dir = str(rd.checkpoints)
             cfg.trainer.resume_mode = "auto"
+            if resume_from and newest != resume_from:
+                cfg.trainer.resume_mode = "resume_path"
+                cfg.trainer.resume_from_path = str(rd.checkpoints / f"global_step_{resume_from}")
             loggers = (
                 list(cfg.trainer.logger) if not isinstance(cfg.trainer.logger, str) else [cfg.trainer.logger]
             )
