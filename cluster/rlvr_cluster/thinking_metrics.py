@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from rlvr_verifiers.rubric import finite_number
+
 HIT, THINKING, ANSWER = "rlvr_thinking_budget_hit", "rlvr_thinking_tokens", "rlvr_answer_tokens"
 
 
@@ -51,22 +53,14 @@ def step_metrics(
     return out
 
 
-def _number(value) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
     """`step_metrics` of one step's rollout dump (verl's jsonl lines); {} when the dump has no budget
     columns. Samples of another agent loop (None in the columns) are left out; accuracy is the
     verifier's verdict (`acc`), else the paid score."""
     rows = []
     for line in lines:
-        hit, thinking, answer = (_number(line.get(k)) for k in (HIT, THINKING, ANSWER))
-        score = _number(line.get("acc", line.get("score")))
+        hit, thinking, answer = (finite_number(line.get(k)) for k in (HIT, THINKING, ANSWER))
+        score = finite_number(line.get("acc", line.get("score")))
         if None not in (hit, thinking, answer, score):
             rows.append((int(hit), thinking, answer, score))
     if not rows:

@@ -250,9 +250,8 @@ def component_values(rubric: Rubric, verdict: Verdict | None) -> dict[str, float
     return out
 
 
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
+def finite_number(value: Any) -> float | None:
+    """A dumped column's value as a finite float (bools count as 0/1), else None."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -267,16 +266,19 @@ def step_metrics_from_rollouts(lines: list[dict]) -> dict[str, float]:
     columns = sorted({k for line in lines for k in line if k.startswith(COLUMN_PREFIX)})
     if not columns:
         return {}
-    scored = [line for line in lines if all(_finite(line.get(c)) is not None for c in columns)]
+    scored = [line for line in lines if all(finite_number(line.get(c)) is not None for c in columns)]
     if not scored:
         return {}
     n = len(scored)
-    out = {f"rubric/{c[len(COLUMN_PREFIX) :]}/mean": sum(_finite(x[c]) for x in scored) / n for c in columns}  # type: ignore[misc]
-    acc = [_finite(x.get("acc")) for x in scored]
+    out = {
+        f"rubric/{c[len(COLUMN_PREFIX) :]}/mean": sum(finite_number(x[c]) for x in scored) / n
+        for c in columns
+    }  # type: ignore[misc]
+    acc = [finite_number(x.get("acc")) for x in scored]
     if all(a is not None for a in acc):
         out[f"rubric/{CORRECTNESS}/mean"] = sum(acc) / n  # type: ignore[arg-type]
-    totals = [_finite(x.get("score")) for x in scored]
+    totals = [finite_number(x.get("score")) for x in scored]
     if all(t is not None for t in totals):
-        shaping = [_finite(x.get("overlong_reward")) or 0.0 for x in scored]
+        shaping = [finite_number(x.get("overlong_reward")) or 0.0 for x in scored]
         out[f"rubric/{TOTAL}/mean"] = sum(t - s for t, s in zip(totals, shaping, strict=True)) / n  # type: ignore[operator]
     return out
