@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -51,17 +53,27 @@ def _greedy(path: Path) -> list[tuple[int, str, str]]:
 
 
 def test_vllm_eval_gives_the_hf_paths_greedy_texts_and_verdicts_and_leaves_nothing_running(
-    tiny_model_dir, tmp_path
+    tiny_model_dir, tmp_path, request
 ):
     require_vllm_cpu()
-    ray_root = tmp_path / "ray"
-    ray_root.mkdir()
+    ray_root = Path(tempfile.mkdtemp(prefix="rlvr-tve-", dir="/tmp"))  # short: Ray's socket paths
+    request.addfinalizer(lambda: shutil.rmtree(ray_root, ignore_errors=True))
     marker = f"{MARKER}={uuid.uuid4().hex}"
     env = {**os.environ, "RLVR_RAY_TMPDIR_ROOT": str(ray_root), MARKER: marker.partition("=")[2]}
     segments_before = shm.present_segments()
     out, responses = tmp_path / "vllm.json", tmp_path / "vllm.jsonl"
-    cmd = [sys.executable, "-m", "rlvr_launch.cli", "eval", str(tiny_model_dir), "--task", "addition"]
-    cmd += ["--rollout", "vllm", "--k", "2", "--out", str(out), "--responses", str(responses), ALL_SUMS]
+    # overrides right after the model: argparse takes no positional after the options
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlvr_launch.cli",
+        "eval",
+        str(tiny_model_dir),
+        ALL_SUMS,
+        "--task",
+        "addition",
+    ]
+    cmd += ["--rollout", "vllm", "--k", "2", "--out", str(out), "--responses", str(responses)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "generating with verl's vLLM rollout server" in done.stderr
@@ -119,19 +131,17 @@ def test_sample_keeps_exactly_what_rlvr_score_accepts(tiny_model_dir, tmp_path, 
     assert [v["status"] for v in verdicts] == [x["verdict"]["status"] for x in lines]
 
 
-def test_a_vllm_server_that_cannot_start_is_a_clear_error_and_its_ray_is_gone(tiny_model_dir, tmp_path):
+def test_a_vllm_server_that_cannot_start_is_a_clear_error_and_its_ray_is_gone(tiny_model_dir, request):
     """A private Ray without the logical GPU verl's standalone replica asks for (rlvr.local_ray.num_gpus=0
     on a machine without GPUs): verl refuses to place it, and rlvr says so in one error, then stops Ray."""
     require_vllm_cpu()
-    import shutil
-
     if shutil.which("nvidia-smi"):
         pytest.skip("Ray would find this machine's GPUs: the case needs a machine without any")
-    ray_root = tmp_path / "ray"
-    ray_root.mkdir()
+    ray_root = Path(tempfile.mkdtemp(prefix="rlvr-tvf-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(ray_root, ignore_errors=True))
     env = {**os.environ, "RLVR_RAY_TMPDIR_ROOT": str(ray_root)}
-    cmd = [sys.executable, "-m", "rlvr_launch.cli", "eval", str(tiny_model_dir), "--task", "addition"]
-    cmd += ["--rollout", "vllm", "--limit", "2", "rlvr.local_ray.num_gpus=0"]
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "eval", str(tiny_model_dir), "rlvr.local_ray.num_gpus=0"]
+    cmd += ["--task", "addition", "--rollout", "vllm", "--limit", "2"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
     assert (
