@@ -272,21 +272,10 @@ def rollout_server(
         say("generating with rlvr's hf rollout server (Hugging Face model, in this process)")
         yield load_server(model_dir, prompt_length, response_length, seed)[1]
         return
-    from omegaconf import open_dict
-
     from rlvr_launch.vllm_generation import VLLMServer
 
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.actor_rollout_ref.model.path = str(model_dir)
-        rollout_cfg = cfg.actor_rollout_ref.rollout
-        # Real weights: training starts vLLM from dummy ones that its first weight sync replaces.
-        rollout_cfg.load_format = "auto"
-        rollout_cfg.prompt_length = int(prompt_length)
-        rollout_cfg.response_length = int(response_length)
-        rollout_cfg.seed = int(seed)
     say("starting verl's vLLM rollout server (a standalone replica on a private Ray)")
-    with VLLMServer(cfg, model_dir, log=say, verbose=verbose) as server:
+    with VLLMServer(cfg, model_dir, prompt_length, response_length, seed, say, verbose) as server:
         say(
             f"generating with verl's vLLM rollout server ({len(server.handles)} replica(s), started in {server.start_s:.0f} s)"
         )

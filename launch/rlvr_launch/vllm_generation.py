@@ -4,11 +4,11 @@ The server is the one `rlvr train rollout=vllm` (CPU) or `platform=gpu` generate
 `vLLMReplica` (`get_rollout_replica_class("vllm")`), started standalone with `init_standalone()` as
 verl's `main_generation_server` does, its settings composed from the recipes (the cpu platform's
 `rollout/vllm.yaml`: fp32, eager, no sleep mode, a bounded KV cache, rlvr's worker extension; on
-`platform=gpu` verl's own GPU settings and the model recipe's). Three keys differ from training, because
-nothing syncs weights into this server: `load_format=auto` (training starts from dummy weights that the
-first sync replaces), the model path, and `max_model_len` bounded by the longest prompt plus the token
-budget when the recipe leaves it to the model's context length (a KV cache that must hold one full
-context would refuse a large model on CPU).
+`platform=gpu` verl's own GPU settings and the model recipe's). What differs from training: the model
+path and `load_format=auto` (nothing syncs weights into this server; training starts from dummy weights
+that the first sync replaces), the lengths and seed of this eval/sample, and `max_model_len` bounded by
+the longest prompt plus the token budget when the recipe leaves it to the model's context length (a KV
+cache that must hold one full context would refuse a large model on CPU).
 
 Requests go token-in / token-out through the replica's server handle, `generate(prompt_ids=...,
 sampling_params=..., request_id=...)`, the call verl's agent loop makes during training, so prompts are
@@ -53,18 +53,6 @@ def missing_vllm_message(platform: str) -> str | None:
     return f"--rollout vllm needs vLLM, which is not installed; {fix}; or use --rollout hf"
 
 
-def server_overrides(model_dir: Path, prompt_length: int, response_length: int, seed: int) -> list[str]:
-    """What eval/sample set on top of the recipe's rollout settings (see the module docstring)."""
-    rollout = "actor_rollout_ref.rollout"
-    return [
-        f"actor_rollout_ref.model.path={model_dir}",
-        f"{rollout}.load_format=auto",
-        f"{rollout}.prompt_length={prompt_length}",
-        f"{rollout}.response_length={response_length}",
-        f"{rollout}.seed={seed}",
-    ]
-
-
 class VLLMServer:
     """verl's vLLM replicas, standalone on a private Ray; `generate` sends one request to one of them.
 
@@ -72,16 +60,30 @@ class VLLMServer:
     everything it started. `eos_ids` are the model's end-of-turn ids (for the truncation flag),
     `settings` the lengths the thinking-budget loop reads, as on the hf server."""
 
-    def __init__(self, cfg, model_dir: Path, log=None, verbose: bool = False):
+    def __init__(
+        self,
+        cfg,
+        model_dir: Path,
+        prompt_length: int,
+        response_length: int,
+        seed: int = 0,
+        log=None,
+        verbose: bool = False,
+    ):
         from omegaconf import OmegaConf, open_dict
 
         from rlvr_cluster.hf_server import ServerSettings, _eos_ids
 
         self.cfg = cfg.copy()
         rollout = self.cfg.actor_rollout_ref.rollout
-        with open_dict(self.cfg):
+        with open_dict(self.cfg):  # what differs from training (see the module docstring)
+            self.cfg.actor_rollout_ref.model.path = str(model_dir)
+            rollout.load_format = "auto"
+            rollout.prompt_length = int(prompt_length)
+            rollout.response_length = int(response_length)
+            rollout.seed = int(seed)
             if OmegaConf.select(self.cfg, "actor_rollout_ref.rollout.max_model_len") is None:
-                rollout.max_model_len = int(rollout.prompt_length) + int(rollout.response_length)
+                rollout.max_model_len = int(prompt_length) + int(response_length)
         self.model_dir = Path(model_dir)
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self.verbose = verbose
