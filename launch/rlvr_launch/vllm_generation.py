@@ -140,6 +140,8 @@ class VLLMServer:
             raise UserError(missing)
         started = time.monotonic()
         env = worker_env(self.cfg)
+        # vLLM logs to stdout by default: this process's stdout is the table or `--json`'s report.
+        env.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         if not self.verbose:
             env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         # The driver needs the platform too (verl's device name, the worker group's resources); put back
