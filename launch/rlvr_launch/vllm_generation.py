@@ -23,6 +23,7 @@ cluster and kills only the actors it made.
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import os
 import shutil
@@ -74,7 +75,7 @@ class VLLMServer:
 
         from rlvr_cluster.hf_server import ServerSettings, _eos_ids
 
-        self.cfg = cfg.copy()
+        self.cfg = copy.deepcopy(cfg)  # DictConfig.copy() is shallow: the caller's config stays as it was
         rollout = self.cfg.actor_rollout_ref.rollout
         with open_dict(self.cfg):  # what differs from training (see the module docstring)
             self.cfg.actor_rollout_ref.model.path = str(model_dir)
