@@ -9,8 +9,10 @@
 - per-verifier status counts (ok / wrong / parse_error / ...), response lengths in tokens
   (mean, p50, max, share truncated at the token budget).
 
-A JSON report goes to `--out FILE` (or stdout with `--json`), a table to stdout. Generation and
-verification: rlvr_launch.generation.
+A JSON report goes to `--out FILE` (or stdout with `--json`), a table to stdout; `--responses FILE`
+writes every response with its verdict (the `rlvr score` input format). Generation and verification:
+rlvr_launch.generation; `--rollout hf|vllm` picks the server (default the platform's own: hf on
+platform=cpu, vllm on platform=gpu), and the report's `generation` block says which ran and how fast.
 
 `--thinking-budget 0,16,64,...` evaluates instead how accuracy trades against the thinking budget: for
 each budget B, greedy pass@1 in thinking mode with the reasoning capped at B tokens by rlvr's
@@ -51,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the JSON report to this file")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    add_rollout_arguments(parser)
+    parser.add_argument(
+        "--responses", default=None, help="write every response with its verdict to this JSONL file"
+    )
     parser.add_argument(
         "--thinking-budget",
         default=None,
@@ -62,6 +68,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--plot", default=None, help="PNG of accuracy vs budget (default: --out with .png, else ./)"
     )
     parser.add_argument("overrides", nargs="*", help="recipe overrides (e.g. data.val_files=...)")
+
+
+def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
+    """--rollout and --verbose, shared by `rlvr eval` and `rlvr sample`."""
+    parser.add_argument(
+        "--rollout",
+        default=None,
+        choices=("hf", "vllm"),
+        help="which server generates: hf (rlvr's hf rollout, in this process) or vllm (verl's vLLM server "
+        "on a private Ray); default: the platform's own (hf on platform=cpu, vllm on platform=gpu)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show vLLM's and Ray's own logs")
+
+
+def say(command: str):
+    """Progress lines of `command` on stderr (stdout carries the table or the JSON)."""
+    return lambda message: print(f"rlvr {command}: {message}", file=sys.stderr, flush=True)
 
 
 # --- estimators -----------------------------------------------------------------------------------
@@ -158,7 +181,13 @@ def evaluate(
     limit: int | None = None,
     seed: int = 0,
     overrides: list[str] | None = None,
+    rollout: str | None = None,
+    responses_path: str | Path | None = None,
+    log=None,
+    verbose: bool = False,
 ) -> dict:
+    """The pass@k report. `rollout`: hf | vllm (None: the platform's own); `responses_path`: every
+    response with its verdict as JSONL (the `rlvr score` input format plus `mode`: greedy / sampled)."""
     from rlvr_launch import generation
     from rlvr_launch.errors import UserError
     from rlvr_verifiers import reasoning
@@ -167,25 +196,38 @@ def evaluate(
         raise UserError("--k must be >= 1")
     if k > 1 and temperature <= 0:
         raise UserError("--k > 1 needs --temperature > 0 (greedy decoding gives K identical responses)")
-    cfg = generation.task_config(task, overrides)
+    cfg = generation.task_config(task, overrides, rollout)
     tokens = max_tokens or generation.default_max_tokens(cfg)
-    greedy = generation.Sampling(k=1, temperature=0.0, max_tokens=tokens, seed=seed)
-    model_dir, cfg, responses = generation.run_task(model, task, split, greedy, overrides, limit)
+    samplings = [generation.Sampling(k=1, temperature=0.0, max_tokens=tokens, seed=seed)]
+    if k > 1:
+        samplings.append(
+            generation.Sampling(k=k, temperature=temperature, top_p=top_p, max_tokens=tokens, seed=seed)
+        )
+    run = generation.run_task(
+        model,
+        task,
+        split,
+        samplings,
+        overrides,
+        limit,
+        rollout=rollout,
+        log=log or say("eval"),
+        verbose=verbose,
+    )
+    responses = run.responses[0]
     report: dict = {
-        "model": str(model_dir),
+        "model": str(run.model_dir),
         "task": task,
         "split": split,
         "prompts": len(responses),
         "max_tokens": tokens,
         "pass@1": sum(r.accepted for r in responses) / len(responses),
         "greedy": {"statuses": status_counts(responses), "length": length_stats(responses)},
+        "generation": run.generation,
     }
+    extra = generation.reasoning_extra(run.cfg)
     if k > 1:
-        sampling = generation.Sampling(
-            k=k, temperature=temperature, top_p=top_p, max_tokens=tokens, seed=seed
-        )
-        _, _, sampled = generation.run_task(str(model_dir), task, split, sampling, overrides, limit)
-        extra = generation.reasoning_extra(cfg)
+        sampled = run.responses[1]
         tags, _ = reasoning.settings(extra.get("reasoning_tags", list(reasoning.DEFAULT_TAGS)), False)
         report["sampled"] = {
             "k": k,
@@ -195,6 +237,14 @@ def evaluate(
             "statuses": status_counts(sampled),
             "length": length_stats(sampled),
         }
+    if responses_path:
+        path = Path(responses_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            for mode, group in zip(("greedy", "sampled"), run.responses, strict=False):
+                for r in group:
+                    line = {**generation.response_record(r, extra), "mode": mode}
+                    f.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
     return report
 
 
@@ -234,15 +284,20 @@ def budget_sweep(
     limit: int | None = None,
     seed: int = 0,
     overrides: list[str] | None = None,
+    rollout: str | None = None,
+    log=None,
+    verbose: bool = False,
 ) -> dict:
-    """Greedy pass@1 and token cost per thinking budget (thinking mode) and in non-thinking mode."""
+    """Greedy pass@1 and token cost per thinking budget (thinking mode) and in non-thinking mode, on one
+    server (`rollout`: hf | vllm, None for the platform's own)."""
     from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
     from rlvr_launch import generation
     from rlvr_launch.errors import UserError
     from rlvr_verifiers import reasoning
 
     model_dir = generation.resolve_model(model)
-    cfg = generation.task_config(task, overrides)
+    cfg = generation.task_config(task, overrides, rollout)
+    rollout = rollout or generation.platform_rollout(cfg)
     prompts = generation.load_prompts(cfg, split, limit)
     if not prompts:
         raise UserError(f"task {task!r} has no {split} prompts")
@@ -257,9 +312,6 @@ def budget_sweep(
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     phrase = len(tokenizer.encode(EARLY_STOP_PHRASE, add_special_tokens=False))
     longest = max(budgets) + phrase + answer
-    _, server = generation.load_server(
-        model_dir, generation.prompt_length_of(tokenizer, prompts), longest, seed
-    )
     greedy = generation.Sampling(k=1, temperature=0.0, max_tokens=answer, seed=seed)
     report: dict = {
         "model": str(model_dir),
@@ -268,24 +320,32 @@ def budget_sweep(
         "prompts": len(prompts),
         "answer_tokens": answer,
         "early_stop_tokens": phrase,
+        "rollout": rollout,
         "thinking": [],
     }
-    for budget in budgets:
-        responses = generation.generate_with_budget(
-            tokenizer, server, prompts, budget, True, budget + phrase + answer, greedy, tags
-        )
+    prompt_length = generation.prompt_length_of(tokenizer, prompts)
+    with generation.rollout_server(
+        rollout, cfg, model_dir, prompt_length, longest, seed, log or say("eval"), verbose
+    ) as server:
+        runs = [
+            generation.generate_with_budget(
+                tokenizer, server, prompts, budget, True, budget + phrase + answer, greedy, tags
+            )
+            for budget in budgets
+        ]
+        plain = generation.generate_with_budget(tokenizer, server, prompts, None, False, answer, greedy, tags)
+    for budget, responses in zip(budgets, runs, strict=True):
         generation.verify(responses, extra)
         report["thinking"].append(_mode_row(responses, budget))
-    responses = generation.generate_with_budget(tokenizer, server, prompts, None, False, answer, greedy, tags)
-    generation.verify(responses, extra)
-    report["non_thinking"] = _mode_row(responses, None)
+    generation.verify(plain, extra)
+    report["non_thinking"] = _mode_row(plain, None)
     return report
 
 
 def budget_table(report: dict) -> str:
     lines = [
         f"rlvr eval --thinking-budget: {report['task']} ({report['split']} split, {report['prompts']} prompts) "
-        f"on {report['model']}",
+        f"on {report['model']}, {report['rollout']} rollout",
         f"  greedy; answer room {report['answer_tokens']} tokens; early-stop phrase "
         f"{report['early_stop_tokens']} tokens",
         f"  {'mode':<14} {'budget':>6} {'pass@1':>7} {'total tok':>9} {'think tok':>9} {'hit rate':>8}",
@@ -341,6 +401,10 @@ def table(report: dict) -> str:
         f"rlvr eval: {report['task']} ({report['split']} split, {report['prompts']} prompts) on {report['model']}",
         f"  {'pass@1 (greedy)':<22} {report['pass@1']:.4f}",
     ]
+    if report.get("generation"):
+        from rlvr_launch.generation import generation_line
+
+        lines.insert(1, f"  generated by {generation_line(report['generation'])}")
     sampled = report.get("sampled")
     if sampled:
         lines.append(f"  sampled: K={sampled['k']} temperature={sampled['temperature']}")
@@ -375,6 +439,9 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         seed=args.seed,
         overrides=list(args.overrides or []),
+        rollout=args.rollout,
+        responses_path=args.responses,
+        verbose=args.verbose,
     )
     return _emit(report, args, table(report))
 
@@ -384,6 +451,8 @@ def run_budget_sweep(args: argparse.Namespace) -> int:
 
     if args.k != 1:
         raise UserError("--thinking-budget evaluates greedy pass@1; leave --k at 1")
+    if args.responses:
+        raise UserError("--responses writes the pass@k report's responses; --thinking-budget has none")
     report = budget_sweep(
         args.model,
         args.task,
@@ -393,6 +462,8 @@ def run_budget_sweep(args: argparse.Namespace) -> int:
         limit=args.limit,
         seed=args.seed,
         overrides=list(args.overrides or []),
+        rollout=args.rollout,
+        verbose=args.verbose,
     )
     plot = Path(args.plot) if args.plot else (Path(args.out).with_suffix(".png") if args.out else None)
     plot = plot or Path("rlvr_eval_thinking_budget.png")

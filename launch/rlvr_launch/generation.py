@@ -6,12 +6,16 @@
 - Prompts: the task recipe's data (`rlvr resolve task=NAME` shows the files): `data.val_files` for the
   held-out split, `data.train_files` for the training split; the embedded `addition` data is built
   when the recipe asks for it (rlvr.prepare), as `rlvr train` does.
-- Generation: the token-in / token-out server of rlvr's `hf` rollout backend (`rlvr_cluster.hf_rollout.
-  HFServer`, the object verl's agent loop calls during training on CPU), in this process. verl 0.9.1's
-  standalone generation entry (`verl.trainer.main_generation_server`) talks to an OpenAI-compatible
-  HTTP server only vLLM/SGLang replicas start; the hf replica runs colocated with the trainer only, so it
-  cannot serve that entry on CPU. Prompts are tokenised with the chat template exactly as verl's agent
-  loop does, and responses are decoded as the reward manager decodes them (reasoning tags kept).
+- Generation (`--rollout`; default the platform's own: hf on the cpu platform, vllm on gpu), token-in /
+  token-out through the server object verl's agent loop calls during training, never a second stack:
+  - `hf`: rlvr's hf rollout server (`rlvr_cluster.hf_rollout.HFServer`), in this process. verl's hf-less
+    standalone entry (`verl.trainer.main_generation_server`) cannot serve it: the hf replica runs
+    colocated with a trainer only.
+  - `vllm`: verl's own vLLM replica started standalone on a private Ray, with the recipe's rollout
+    settings (rlvr_launch.vllm_generation); the same `generate(prompt_ids, sampling_params,
+    request_id)` on its server handle.
+  Prompts are tokenised with the chat template exactly as verl's agent loop does, and responses are
+  decoded as the reward manager decodes them (reasoning tags kept), identically for both.
 - Verification: each row is routed and turned into an Item as the training reward manager does
   (`rlvr_verifiers.verl_bridge.route` / `make_item`, the task recipe's reasoning settings), then scored by
   the registered verifier's `verify_batch` in this process (the function the pool's actors call).
@@ -20,10 +24,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -136,13 +142,33 @@ def merge_checkpoint(actor_dir: Path, target: Path) -> None:
 # --- the task's prompts ---------------------------------------------------------------------------
 
 
-def task_config(task: str, overrides: list[str] | None = None):
-    """The composed config of `task=NAME` (+ overrides), with its generated data built when needed."""
+ROLLOUTS = ("hf", "vllm")
+
+
+def platform_rollout(cfg) -> str:
+    """The rollout a composed config generates with: `vllm` on the gpu platform or with `rollout=vllm`,
+    else `hf` (the cpu platform's own)."""
+    return "vllm" if str(cfg.actor_rollout_ref.rollout.name) == "vllm" else "hf"
+
+
+def task_config(task: str, overrides: list[str] | None = None, rollout: str | None = None):
+    """The composed config of `task=NAME` (+ overrides), with its generated data built when needed.
+
+    With `rollout="vllm"` on a platform whose own rollout is hf (cpu), the `rollout=vllm` recipe is
+    composed in, so that the vLLM server gets the settings `rlvr train rollout=vllm` runs with."""
     from rlvr_launch import compose, embedded
 
     if task not in compose.group_entries("task"):
         raise UserError(f"unknown task {task!r}; pick one of: {', '.join(compose.group_entries('task'))}")
-    cfg = compose.compose([f"task={task}", *(overrides or [])], check=False)
+    if rollout is not None and rollout not in ROLLOUTS:
+        raise UserError(f"--rollout must be one of {', '.join(ROLLOUTS)}, not {rollout!r}")
+    overrides = list(overrides or [])
+    named = [o.partition("=")[2] for o in overrides if o.lstrip("+~").startswith("rollout=")]
+    if rollout is not None and named and named[-1] != rollout:
+        raise UserError(f"--rollout {rollout} contradicts the override rollout={named[-1]}; give one of them")
+    cfg = compose.compose([f"task={task}", *overrides], check=False)
+    if rollout == "vllm" and platform_rollout(cfg) != "vllm":
+        cfg = compose.compose([f"task={task}", *overrides, "rollout=vllm"], check=False)
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
     if embedded.ADDITION in wanted:  # the same data `rlvr train` prepares (train.prepare)
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
@@ -216,15 +242,9 @@ class Sampling:
     batch_size: int = 256  # prompts x samples decoded together
 
 
-def generate(model_dir: Path, prompts: list[Prompt], sampling: Sampling, tags=None) -> list[Response]:
-    """`sampling.k` responses per prompt from the hf rollout server (greedy when temperature is 0)."""
-    from transformers import AutoTokenizer
-
-    from rlvr_cluster.hf_rollout import HFServer
-    from rlvr_verifiers import verl_bridge
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    encoded = [
+def encode_prompts(tokenizer, prompts: list[Prompt]) -> list[list[int]]:
+    """Each prompt's chat-template ids, as verl's agent loop builds them."""
+    return [
         list(
             tokenizer.apply_chat_template(
                 p.messages, add_generation_prompt=True, tokenize=True, return_dict=False
@@ -232,18 +252,59 @@ def generate(model_dir: Path, prompts: list[Prompt], sampling: Sampling, tags=No
         )
         for p in prompts
     ]
-    prompt_length = max((len(e) for e in encoded), default=1)
-    config = SimpleNamespace(
-        prompt_length=prompt_length, response_length=sampling.max_tokens, seed=sampling.seed
-    )
-    server = HFServer(config, {"local_path": str(model_dir), "tokenizer": tokenizer}, 0, 0)
+
+
+@contextlib.contextmanager
+def rollout_server(
+    rollout: str,
+    cfg,
+    model_dir: Path,
+    prompt_length: int,
+    response_length: int,
+    seed: int = 0,
+    log=None,
+    verbose: bool = False,
+):
+    """The server `rollout` names, started for `model_dir`, stopped on exit. Either has `generate(
+    prompt_ids, sampling_params, request_id)` (verl's server-handle call), `eos_ids` and `settings`."""
+    say = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    if rollout == "hf":
+        say("generating with rlvr's hf rollout server (Hugging Face model, in this process)")
+        yield load_server(model_dir, prompt_length, response_length, seed)[1]
+        return
+    from rlvr_launch.vllm_generation import VLLMServer
+
+    say("starting verl's vLLM rollout server (a standalone replica on a private Ray)")
+    with VLLMServer(cfg, model_dir, prompt_length, response_length, seed, say, verbose) as server:
+        say(
+            f"generating with verl's vLLM rollout server ({len(server.handles)} replica(s), started in {server.start_s:.0f} s)"
+        )
+        yield server
+
+
+def request_seed(seed: int, prompt_index: int, sample_index: int) -> int:
+    """A per-request sampling seed (vLLM's SamplingParams.seed): sampled responses that do not depend on
+    how the server batched them. The hf server ignores it (one seeded generator per server)."""
+    return (seed * 1_000_003 + prompt_index * 1_009 + sample_index) % (2**31 - 1)
+
+
+def generate(server, tokenizer, prompts: list[Prompt], sampling: Sampling, tags=None) -> list[Response]:
+    """`sampling.k` responses per prompt from `server` (greedy when temperature is 0)."""
+    from rlvr_verifiers import verl_bridge
+
+    encoded = encode_prompts(tokenizer, prompts)
     params = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens}
     jobs = [(p, ids, s) for p, ids in zip(prompts, encoded, strict=True) for s in range(sampling.k)]
     keep = verl_bridge.special_tag_ids(tokenizer, tags)
 
+    def request(p, s) -> dict:
+        if sampling.temperature > 0:
+            return {**params, "seed": request_seed(sampling.seed, p.index, s)}
+        return dict(params)
+
     async def run_chunk(chunk):
         return await asyncio.gather(
-            *[server.generate(ids, dict(params), f"{p.index}-{s}") for p, ids, s in chunk]
+            *[server.generate(ids, request(p, s), f"{p.index}-{s}") for p, ids, s in chunk]
         )
 
     responses: list[Response] = []
@@ -278,20 +339,36 @@ def verify(responses: list[Response], extra: dict | None = None) -> None:
             r.score, r.status, r.detail = float(v.score), v.status, v.detail
 
 
+@dataclass
+class TaskRun:
+    model_dir: Path
+    cfg: Any
+    rollout: str  # hf | vllm: which server generated
+    responses: list[list[Response]]  # one list per Sampling given, in that order
+    generation: dict  # rollout, server start, and per sampling: seconds, response tokens, tokens/s
+
+
 def run_task(
     model: str,
     task: str,
     split: str,
-    sampling: Sampling,
+    samplings: list[Sampling],
     overrides: list[str] | None = None,
     limit: int | None = None,
     merged_dir: Path | None = None,
-) -> tuple[Path, Any, list[Response]]:
-    """Resolve the model, load the task's prompts, generate and verify: (model_dir, cfg, responses)."""
+    rollout: str | None = None,
+    log=None,
+    verbose: bool = False,
+) -> TaskRun:
+    """Resolve the model, load the task's prompts, then for each Sampling generate (one server for all)
+    and verify. `rollout`: hf | vllm, None for the platform's own."""
+    from transformers import AutoTokenizer
+
     from rlvr_verifiers import reasoning
 
     model_dir = resolve_model(model, merged_dir)
-    cfg = task_config(task, overrides)
+    cfg = task_config(task, overrides, rollout)
+    rollout = rollout or platform_rollout(cfg)
     prompts = load_prompts(cfg, split, limit)
     if not prompts:
         raise UserError(f"task {task!r} has no {split} prompts")
@@ -300,9 +377,62 @@ def run_task(
         tags, _ = reasoning.settings(extra.get("reasoning_tags", list(reasoning.DEFAULT_TAGS)), False)
     except ValueError as e:
         raise UserError(f"task {task!r}: reward.reward_kwargs.rlvr.reasoning_tags: {e}") from None
-    responses = generate(model_dir, prompts, sampling, tags)
-    verify(responses, extra)
-    return model_dir, cfg, responses
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    prompt_length = max((len(ids) for ids in encode_prompts(tokenizer, prompts)), default=1)
+    response_length = max(s.max_tokens for s in samplings)
+    seed = samplings[0].seed
+    results: list[list[Response]] = []
+    stats: dict = {"rollout": rollout, "runs": []}
+    started = time.monotonic()
+    with rollout_server(
+        rollout, cfg, model_dir, prompt_length, response_length, seed, log, verbose
+    ) as server:
+        stats["server_start_s"] = round(time.monotonic() - started, 2)
+        for sampling in samplings:
+            began = time.monotonic()
+            responses = generate(server, tokenizer, prompts, sampling, tags)
+            seconds = time.monotonic() - began
+            tokens = sum(r.num_tokens for r in responses)
+            stats["runs"].append(
+                {
+                    "k": sampling.k,
+                    "temperature": sampling.temperature,
+                    "responses": len(responses),
+                    "seconds": round(seconds, 2),
+                    "response_tokens": tokens,
+                    "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else None,
+                }
+            )
+            results.append(responses)
+    for responses in results:
+        verify(responses, extra)
+    return TaskRun(model_dir, cfg, rollout, results, stats)
+
+
+def generation_line(stats: dict) -> str:
+    """One line on what generated and how fast: `vllm: server start 41 s; greedy 20 responses ...`."""
+    parts = [f"{stats['rollout']}: server start {stats.get('server_start_s', 0):.0f} s"]
+    for run in stats["runs"]:
+        mode = "greedy" if run["temperature"] <= 0 else f"K={run['k']} sampled"
+        rate = f", {run['tokens_per_s']:.0f} tok/s" if run["tokens_per_s"] else ""
+        parts.append(
+            f"{mode}: {run['responses']} responses, {run['response_tokens']} tokens in {run['seconds']:.1f} s{rate}"
+        )
+    return "; ".join(parts)
+
+
+def response_record(r: Response, extra: dict) -> dict:
+    """A response as one line of the `rlvr score` input format, with its verdict and provenance."""
+    return {
+        "response": r.text,
+        "ground_truth": r.prompt.ground_truth,
+        "extra": extra,
+        "verifier": r.prompt.verifier,
+        "prompt_id": r.prompt.index,
+        "sample_index": r.sample_index,
+        "num_tokens": r.num_tokens,
+        "verdict": {"score": r.score, "status": r.status, "detail": r.detail},
+    }
 
 
 def default_max_tokens(cfg) -> int:
@@ -367,7 +497,7 @@ def generate_with_budget(
     tags=None,
 ) -> list[Response]:
     """One response per prompt and sample through rlvr's `thinking_budget` agent loop (the loop RL
-    rollouts run), on the hf server: thinking mode (`enable_thinking`) with the reasoning capped at
+    rollouts run), on `server` (hf or vLLM, see rollout_server): thinking mode (`enable_thinking`) with the reasoning capped at
     `budget` tokens, or non-thinking mode (the template's empty think block; no budget applies).
     Each Response's `extra` carries the loop's thinking_budget_hit / thinking_tokens / answer_tokens."""
     from omegaconf import OmegaConf
@@ -392,7 +522,10 @@ def generate_with_budget(
     params = {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": -1, "logprobs": False}
     keep = verl_bridge.special_tag_ids(tokenizer, tags)
     jobs = [(p, s) for p in prompts for s in range(sampling.k)]
-    model_type = getattr(server.model.config, "model_type", None)
+    # the hf server holds the model; verl's vLLM server is a Ray actor, read from the model's config
+    model_type = getattr(server, "model_type", None) or getattr(
+        getattr(getattr(server, "model", None), "config", None), "model_type", None
+    )
 
     async def run_chunk(chunk):
         loop = ThinkingBudgetAgentLoop(

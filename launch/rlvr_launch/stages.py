@@ -14,6 +14,8 @@ Register another kind with `@stage_kind("name")` (one function; a module of its 
 - `sample`: `rlvr sample` of input `model` (args: task, k, and sample's options; optional input `mix`,
             general SFT data mixed in by args.mix_ratio). Output `data`.
 - `eval`:   `rlvr eval` of input `model` (args: task, k, ...). Output `report`; metrics pass@1, ...
+            For both, args.rollout (hf | vllm; `STAGE:args.rollout=vllm` on the command line) picks the
+            server that generates, as `--rollout` does; unset, the platform's own.
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ def run_sample(stage: Stage) -> dict:
     if stage.inputs.get("mix"):  # general data mixed in (args.mix_ratio rows per accepted row)
         args["mix"] = stage.inputs["mix"]
     report = sample.sample(
-        _need(stage, "model"), task, k, stage.dir / "data", overrides=stage.overrides, **args
+        _need(stage, "model"), task, k, stage.dir / "data", overrides=stage.overrides, log=stage.log, **args
     )
     metrics = {key: report[key] for key in ("responses", "verified", "acceptance_rate", "kept", "mixed")}
     if not report["kept"]:
@@ -235,7 +237,9 @@ def run_eval(stage: Stage) -> dict:
     from rlvr_launch import evaluate
 
     args = _task_args(stage)
-    report = evaluate.evaluate(_need(stage, "model"), args.pop("task"), overrides=stage.overrides, **args)
+    report = evaluate.evaluate(
+        _need(stage, "model"), args.pop("task"), overrides=stage.overrides, log=stage.log, **args
+    )
     path = stage.dir / "eval.json"
     path.write_text(json.dumps(report, indent=2))
     stage.log(evaluate.table(report))

@@ -18,7 +18,7 @@ Registered in `rlvr_launch.stages.STAGE_KINDS` on import (rlvr_launch.pipeline i
                    train` with the stage's overrides, rollouts dumped so metrics.jsonl carries the
                    thinking/* budget figures). Input `model`. Output `checkpoint`.
 - `budget_eval`:   `rlvr eval --thinking-budget` of input `model` (args: task, budgets, limit,
-                   max_tokens). Outputs `report` (JSON) and `plot` (PNG); metrics pass@1 per budget and
+                   max_tokens, rollout). Outputs `report` (JSON) and `plot` (PNG); metrics pass@1 per budget and
                    in non-thinking mode.
 """
 
@@ -244,6 +244,8 @@ def run_budget_eval(stage: Stage) -> dict:
         max_tokens=args.get("max_tokens"),
         limit=args.get("limit"),
         overrides=stage.overrides,
+        rollout=args.get("rollout"),  # hf | vllm, as `rlvr eval --rollout`; unset: the platform's own
+        log=stage.log,
     )
     report["plot"] = str(evaluate.plot_budget_curve(report, stage.dir / "thinking_budget.png"))
     path = stage.dir / "budget_eval.json"

@@ -348,6 +348,24 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
     return True, temp_dir
 
 
+def stop_private_ray(segments_before: set | None, log=log) -> None:
+    """Shut down the private Ray this process started, then stop what outlived it: processes of its
+    tree that Ray's shutdown left (vLLM's engine core, reparented when its worker died) and the
+    shared-memory segments they made (`segments_before`: /dev/shm before Ray started)."""
+    import ray
+
+    from rlvr_cluster import shm
+
+    # vLLM's queues, verl's weight buffers: SIGKILL leaves them; a crashed worker's are unheld.
+    segments = shm.held_segments() | (shm.present_segments() - (segments_before or set()))
+    processes = shm.run_processes()
+    ray.shutdown()
+    if killed := shm.kill_survivors(processes):
+        log(f"stopped {len(killed)} processes of the run that outlived Ray's shutdown")
+    if removed := shm.remove_segments(segments):
+        log(f"removed {len(removed)} shared-memory segments the run left in /dev/shm")
+
+
 _CREATION_FAILURE = "Exception raised in creation task:"
 _ACTOR_NAME = re.compile(r"ray::(?:[\w-]+:)?([\w.]+)\(\)")
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)$")
@@ -635,18 +653,7 @@ def run_training(
             progress.stop_event.set()
             progress.join(timeout=5)
         if started_ray:
-            import ray
-
-            from rlvr_cluster import shm
-
-            # vLLM's queues, verl's weight buffers: SIGKILL leaves them; a crashed worker's are unheld.
-            segments = shm.held_segments() | (shm.present_segments() - (segments_before or set()))
-            processes = shm.run_processes()
-            ray.shutdown()
-            if killed := shm.kill_survivors(processes):
-                log(f"stopped {len(killed)} processes of the run that outlived Ray's shutdown")
-            if removed := shm.remove_segments(segments):
-                log(f"removed {len(removed)} shared-memory segments the run left in /dev/shm")
+            stop_private_ray(segments_before, log)
         if ray_temp_dir:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
         attempted = bool(rd.attempt_numbers())

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -203,29 +201,6 @@ def test_sample_writes_verl_sft_data_with_provenance_and_a_mix(tiny_model_dir, t
     assert buckets.get("0", {"kept": 0})["kept"] == 0
 
 
-@pytest.mark.slow
-def test_sample_keeps_exactly_what_rlvr_score_accepts(tiny_model_dir, tmp_path):
-    """The same responses through `rlvr score` (the verifier pool on a private Ray): its `ok` lines are
-    exactly the responses `rlvr sample` kept (no dedup, no filters)."""
-    out = tmp_path / "out"
-    sample.sample(str(tiny_model_dir), "addition", 4, out, limit=20, dedup=False)
-    scored = tmp_path / "scored.jsonl"
-    cmd = [sys.executable, "-m", "rlvr_launch.cli", "score", "--verifier", "math"]
-    cmd += ["--input", str(out / "responses.jsonl"), "--output", str(scored), "--num-actors", "2"]
-    subprocess.run(cmd, check=True, timeout=300)
-    lines = [json.loads(line) for line in (out / "responses.jsonl").read_text().splitlines()]
-    verdicts = [json.loads(line) for line in scored.read_text().splitlines()]
-    by_score = {
-        (x["prompt_id"], x["sample_index"])
-        for x, v in zip(lines, verdicts, strict=True)
-        if v["status"] == "ok"
-    }
-    frame = pd.read_parquet(out / "train.parquet")
-    kept = set(zip(frame.prompt_id, frame.sample_index, strict=True))
-    assert by_score == kept and kept
-    assert [v["status"] for v in verdicts] == [x["verdict"]["status"] for x in lines]
-
-
 def test_hf_dir_is_used_as_is(tiny_model_dir):
     assert generation.resolve_model(tiny_model_dir) == Path(tiny_model_dir).resolve()
 
@@ -273,3 +248,74 @@ def test_a_verifier_that_raises_gives_each_of_its_responses_a_counted_failure_no
     generation.verify(responses)
     assert [r.status for r in responses] == ["sandbox_error", "ok", "ok"]
     assert "RuntimeError: boom" in responses[0].detail and responses[2].score == 1.0
+
+
+# --- which server generates (--rollout) ------------------------------------------------------------
+
+
+def test_the_rollout_defaults_to_the_platforms_own_and_vllm_gets_the_recipes_vllm_settings():
+    from omegaconf import OmegaConf
+
+    cpu = generation.task_config("addition")
+    assert generation.platform_rollout(cpu) == "hf"
+    gpu = generation.task_config("addition", ["platform=gpu"])
+    assert generation.platform_rollout(gpu) == "vllm"
+    # vLLM on the cpu platform: the settings `rlvr train rollout=vllm` runs with (recipes/rollout/vllm.yaml)
+    on_cpu = generation.task_config("addition", rollout="vllm").actor_rollout_ref.rollout
+    assert on_cpu.name == "vllm" and on_cpu.dtype == "float32" and on_cpu.enforce_eager
+    assert not on_cpu.enable_sleep_mode and not on_cpu.free_cache_engine
+    assert on_cpu.engine_kwargs.vllm.worker_extension_cls == "rlvr_cluster.vllm_cpu.CPUWorkerExtension"
+    # on platform=gpu verl's own GPU settings, nothing of the CPU recipe
+    on_gpu = generation.task_config("addition", ["platform=gpu"], rollout="vllm").actor_rollout_ref.rollout
+    assert on_gpu.name == "vllm" and on_gpu.dtype != "float32"
+    assert OmegaConf.select(on_gpu, "engine_kwargs.vllm.worker_extension_cls") is None
+    # --rollout hf on any platform is the in-process hf server; the config is not changed for it
+    assert (
+        generation.task_config("addition", ["platform=gpu"], rollout="hf").actor_rollout_ref.rollout.name
+        == "vllm"
+    )
+    with pytest.raises(UserError, match="contradicts the override rollout=hf"):
+        generation.task_config("addition", ["rollout=hf"], rollout="vllm")
+
+
+def test_eval_and_sample_take_rollout_hf_or_vllm_and_nothing_else(capsys):
+    from rlvr_launch import cli
+
+    parser = cli.build_parser()
+    for command in (
+        ["eval", "M", "--task", "addition"],
+        ["sample", "M", "--task", "addition", "--k", "2", "--out", "o"],
+    ):
+        assert parser.parse_args(command).rollout is None  # the platform's own, decided after composing
+        assert parser.parse_args([*command, "--rollout", "vllm"]).rollout == "vllm"
+        assert parser.parse_args([*command, "--rollout", "hf"]).rollout == "hf"
+        with pytest.raises(SystemExit):
+            parser.parse_args([*command, "--rollout", "sglang"])
+    assert "invalid choice: 'sglang'" in capsys.readouterr().err
+
+
+def test_rollout_vllm_without_vllm_installed_is_refused_naming_the_install(
+    tiny_model_dir, monkeypatch, capsys
+):
+    import importlib.util
+    import os
+
+    import ray
+
+    from rlvr_launch import cli, vllm_generation
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a)
+    )
+    environ = dict(os.environ)
+    assert (
+        cli.main(["eval", str(tiny_model_dir), "--task", "addition", "--rollout", "vllm", "--limit", "2"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "rlvr eval: error: --rollout vllm needs vLLM, which is not installed" in err
+    assert vllm_generation.CPU_INSTALL in err and "--rollout hf" in err and "Traceback" not in err
+    assert not ray.is_initialized() and dict(os.environ) == environ  # refused before anything started
+    assert "verl's `trainer` Docker image" not in err
+    assert "trainer` Docker image" in vllm_generation.missing_vllm_message("gpu")

@@ -299,3 +299,24 @@ def test_sft_stage_gets_the_epochs_its_step_count_needs_and_refuses_a_set_below_
         UserError, match=r"37 training rows are fewer than one batch .* sft:data.train_batch_size=N"
     ):
         stages._sft_epochs([*base, "data.train_batch_size=64"], data, "sft")
+
+
+def test_eval_and_sample_stages_take_the_rollout_from_their_args(tiny_model_dir, tmp_path):
+    """args.rollout (`STAGE:args.rollout=vllm` on the command line) reaches rlvr eval / sample as --rollout
+    does; unset, the platform's own (hf on the cpu platform). The hf path runs here; vLLM's is the same
+    call with rollout=vllm (tests/cluster/test_vllm_eval_sample.py runs it)."""
+    lines: list[str] = []
+    for rollout in (None, "hf"):
+        args = {"task": "addition", "k": 1, "limit": 2, **({"rollout": rollout} if rollout else {})}
+        folder = tmp_path / f"eval-{rollout}"
+        folder.mkdir()
+        stage = stages.Stage("eval", "eval", folder, {"model": str(tiny_model_dir)}, args, log=lines.append)
+        stages.run_eval(stage)
+        assert json.loads((folder / "eval.json").read_text())["generation"]["rollout"] == "hf"
+    assert any("generating with rlvr's hf rollout server" in line for line in lines)  # on the stage's log
+    folder = tmp_path / "sample"
+    folder.mkdir()
+    args = {"task": "addition", "k": 4, "limit": 8, "rollout": "hf", "dedup": False}
+    stage = stages.Stage("sample", "sample", folder, {"model": str(tiny_model_dir)}, args, log=lines.append)
+    assert stages.run_sample(stage)["metrics"]["kept"] > 0
+    assert json.loads((folder / "data" / "stats.json").read_text())["generation"]["rollout"] == "hf"
