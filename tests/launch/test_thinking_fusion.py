@@ -85,9 +85,9 @@ def test_mixed_mode_rl_data_flags_half_the_prompts_each_way_and_budgets_only_thi
 ):
     rows, source = thinking_stages.mixed_mode_rows("addition", seed=0, budget=32)
     original = pd.read_parquet(source)
-    assert len(rows) == len(original) == 80
+    assert len(rows) == len(original) == 800
     modes = [r["extra_info"]["thinking_mode"] for r in rows]
-    assert modes.count("thinking") == modes.count("non_thinking") == 40
+    assert modes.count("thinking") == modes.count("non_thinking") == 400
     for row, (_, before) in zip(rows, original.iterrows(), strict=True):
         thinking = row["extra_info"]["thinking_mode"] == "thinking"
         switch = " /think" if thinking else " /no_think"
