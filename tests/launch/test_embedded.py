@@ -106,9 +106,13 @@ def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir
             tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False)
             for p in frame["prompt"]
         ]
-        batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        batch = tokenizer(
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        )
         with torch.no_grad():
-            out = model.generate(**batch, do_sample=False, max_new_tokens=4, pad_token_id=tokenizer.pad_token_id)
+            out = model.generate(
+                **batch, do_sample=False, max_new_tokens=4, pad_token_id=tokenizer.pad_token_id
+            )
         answers = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
         truth = [r["ground_truth"] for r in frame["reward_model"]]
         return sum(a.strip() == t for a, t in zip(answers, truth, strict=True)) / len(frame)

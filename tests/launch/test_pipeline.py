@@ -267,7 +267,10 @@ def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr
     train, held_out = embedded.addition_pairs(embedded.TinySpec())
     # prompts differ in length (one- and two-digit a): left padding, so every row's answer starts at once
     plain = tokenizer(
-        [embedded.addition_prompt(a, b) for a, b in train], return_tensors="pt", padding=True, padding_side="left"
+        [embedded.addition_prompt(a, b) for a, b in train],
+        return_tensors="pt",
+        padding=True,
+        padding_side="left",
     )
     out = model.generate(**plain, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(out[:, plain["input_ids"].shape[1] :])
