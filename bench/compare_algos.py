@@ -2,7 +2,7 @@
 
     python bench/compare_algos.py [--steps 40] [--algos grpo dr_grpo dapo gspo] [--out DIR] [overrides ...]
 
-Each algorithm trains the embedded tiny model on single-digit addition with `rlvr train
+Each algorithm trains the embedded tiny model on the addition task with `rlvr train
 experiment=cpu_demo algo=NAME` and otherwise identical settings (seed, prompts per step, group
 size, learning rate, steps). Prints the final reward (mean of the last 10 steps) and the mean
 response length of each, and writes DIR/compare_algos.png with every reward curve.

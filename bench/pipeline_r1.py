@@ -7,7 +7,7 @@ Sections (each prints its own side-by-side lines; the README's "Pipelines" secti
 - `distill`: the embedded teacher (tiny, 332k parameters) -> `rlvr pipeline distill` (teacher samples,
   verified traces, SFT of the embedded student: 55k parameters, not warm-started, same tokenizer) vs
   THE SAME student trained by RL alone (`rlvr train experiment=cpu_demo` from the student) for the same
-  number of optimizer steps. Both are evaluated by `rlvr eval` on the 20 held-out sums (greedy pass@1,
+  number of optimizer steps. Both are evaluated by `rlvr eval` on the task's held-out sums (greedy pass@1,
   sampled pass@k, maj@k). "Same compute" here is the same count of student updates; the wall seconds
   of each are printed next to it (the distilled side also pays for the teacher's sampling).
   With --on-policy-steps N > 0 the pipeline is `distill_on_policy` (the same five stages, then N steps

@@ -7,7 +7,7 @@ fusion, in thinking mode at each budget and in non-thinking mode. Not run by CI 
 Runs (or resumes: finished stages are skipped) `rlvr pipeline qwen3` on CPU: long-CoT cold start ->
 reasoning RL -> thinking-mode fusion SFT -> general RL with the budget agent loop (with no STAGE:key=value
 given, the SFT stages run longer than the recipe's test size: DEFAULT_OVERRIDES below). Then `rlvr eval
---thinking-budget` (greedy pass@1 on the 20 held-out sums, rlvr's `thinking_budget` agent loop on the hf
+--thinking-budget` (greedy pass@1 on the task's held-out sums, rlvr's `thinking_budget` agent loop on the hf
 server) of two models of that run, in one process:
 - `reasoning RL` (stage rl_merge): the model before fusion, trained in thinking mode only (the baseline);
 - `fused` (stage fusion_merge): the same model after the fusion SFT.

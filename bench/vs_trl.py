@@ -4,7 +4,7 @@
     python bench/vs_trl.py [--seeds 3] [--steps 60] [--out DIR] [rlvr overrides ...]
 
 Both sides train the demo's warm-started tiny model (the same cached folder, the same tokenizer and
-ChatML template) on the same 80 addition prompts, scored by rlvr's own `math` verifier, with the demo's
+ChatML template) on the same addition training prompts, scored by rlvr's own `math` verifier, with the demo's
 hyperparameters mapped one to one onto `GRPOConfig`:
 
     rlvr (verl)                                       TRL GRPOConfig
@@ -19,7 +19,7 @@ hyperparameters mapped one to one onto `GRPOConfig`:
 
 One verl step (256 completions, 2 optimizer updates) is compared with TRL's two optimizer steps over
 one generation batch. Each seed runs both, alternating which goes first. Printed: mean reward of the
-first and last 10 steps, held-out greedy accuracy (the 20 sums never trained, scored by the same
+first and last 10 steps, held-out greedy accuracy (the task's held-out sums, never trained, scored by the same
 verifier) after the last step, median seconds per step after the first, verl's per-phase
 `timing_s/*`, and the peak resident memory of each side's whole process tree (RSS summed over
 processes, and PSS, which counts a page shared by several processes once). The machine's load

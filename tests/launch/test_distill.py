@@ -161,7 +161,7 @@ def test_submit_pipeline_runs_distill_as_a_ray_job_and_a_resubmission_continues_
         new = model.generate(**ids, max_new_tokens=4, do_sample=False)[0, ids["input_ids"].shape[1] :]
         assert len(new) > 0
         final = json.loads((stages / "04-eval/eval.json").read_text())
-        assert final["model"] == str(student) and final["prompts"] == 20
+        assert final["model"] == str(student) and final["prompts"] == 200
 
         # Resubmitted with the same run dir: the job continues the pipeline there, which is finished.
         again = _rlvr(*submit, "--run-dir", str(run_dir), env=env)

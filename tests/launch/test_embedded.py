@@ -67,7 +67,8 @@ def test_the_task_data_is_in_verls_format_with_held_out_pairs_never_trained(rlvr
     data = embedded.ensure_addition_data(rlvr_cache / "data")
     train = pd.read_parquet(data / "train.parquet")
     test = pd.read_parquet(data / "test.parquet")
-    assert len(train) == 80 and len(test) == 20
+    spec = embedded.TinySpec()
+    assert len(train) == spec.train_pairs == 800 and len(test) == 200
     row = train.iloc[0]
     assert row["data_source"] == "addition"
     assert list(row["prompt"][0].keys()) == ["role", "content"]
@@ -78,6 +79,16 @@ def test_the_task_data_is_in_verls_format_with_held_out_pairs_never_trained(rlvr
     assert not prompts(train) & prompts(test)
 
 
+def test_every_held_out_sum_is_computed_by_steps_the_training_sums_also_take():
+    """The held-out line can show RL carrying over only if the task has a rule to carry: each held-out
+    a+b shares its units-digit step (a's units digit, b) and its tens digit with training sums."""
+    train, held_out = embedded.addition_pairs(embedded.TinySpec())
+    units_steps = {(a % 10, b) for a, b in train}
+    tens_digits = {a // 10 for a, _ in train}
+    assert all((a % 10, b) in units_steps and a // 10 in tens_digits for a, b in held_out)
+    assert len({(a % 10, b) for a, b in held_out}) > 50, "held-out sums cover many units-digit steps"
+
+
 def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir, tokenizer, rlvr_cache):
     """Recomputed here, not read from what the builder wrote: greedy answers (transformers' generate) of
     the saved model to the training prompts verl will see, against their ground truth."""
@@ -85,23 +96,36 @@ def test_the_warm_start_reaches_its_target_and_leaves_room_for_rl(tiny_model_dir
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    train = pd.read_parquet(embedded.ensure_addition_data(rlvr_cache / "data") / "train.parquet")
-    texts = [
-        tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False)
-        for p in train["prompt"]
-    ]
-    batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-    with torch.no_grad():
-        out = model.generate(**batch, do_sample=False, max_new_tokens=4, pad_token_id=tokenizer.pad_token_id)
-    answers = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-    truth = [r["ground_truth"] for r in train["reward_model"]]
-    accuracy = sum(a.strip() == t for a, t in zip(answers, truth, strict=True)) / len(train)
-    assert accuracy >= embedded.TinySpec().warm_start_target
-    assert accuracy < 0.9, "a warm start this good would leave RL nothing to show"
+    data_dir = rlvr_cache / "data"
+    train = pd.read_parquet(embedded.ensure_addition_data(data_dir) / "train.parquet")
+    scored = pd.read_parquet(embedded.ensure_addition_trained_data(data_dir) / "test.parquet")
+    held_out = pd.read_parquet(embedded.ensure_addition_data(data_dir) / "test.parquet")
+
+    def accuracy(frame) -> float:
+        texts = [
+            tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False)
+            for p in frame["prompt"]
+        ]
+        batch = tokenizer(
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        )
+        with torch.no_grad():
+            out = model.generate(
+                **batch, do_sample=False, max_new_tokens=4, pad_token_id=tokenizer.pad_token_id
+            )
+        answers = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+        truth = [r["ground_truth"] for r in frame["reward_model"]]
+        return sum(a.strip() == t for a, t in zip(answers, truth, strict=True)) / len(frame)
+
+    # The warm start stops on the fixed sample of training sums that validation scores too.
+    on_sample = accuracy(scored)
+    assert on_sample >= embedded.TinySpec().warm_start_target
+    assert accuracy(train) < 0.9, "a warm start this good would leave RL nothing to show"
     info = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
-    assert info["warm_start_train_accuracy"] == pytest.approx(accuracy, abs=1 / len(train)), (
+    assert info["warm_start_train_accuracy"] == pytest.approx(on_sample, abs=1 / len(scored)), (
         "the record is true"
     )
+    assert info["warm_start_held_out_accuracy"] == pytest.approx(accuracy(held_out), abs=1 / len(held_out))
     assert sum(p.numel() for p in model.parameters()) == info["parameters"]
     assert 300_000 < info["parameters"] < 500_000
 
@@ -116,15 +140,15 @@ def test_the_build_is_deterministic(tmp_path, tiny_model_dir, capfd):
         assert digest[0] == digest[1], f"{name} differs between two builds of the same spec"
 
 
-def test_validation_also_scores_the_training_sums_under_their_own_data_source(rlvr_cache):
-    """Issue 10, item 10: with 100 sums in the task the 20 held-out ones move in steps of 0.05; the 80
-    training sums, scored greedily as `addition_trained`, give validation a second, finer line."""
+def test_validation_also_scores_a_fixed_sample_of_the_training_sums_under_their_own_data_source(rlvr_cache):
+    """The held-out line and the training sums' line on the same scale: 200 of the training sums, scored
+    greedily as `addition_trained` (the first 200 rows of the training file)."""
     trained = pd.read_parquet(embedded.ensure_addition_trained_data(rlvr_cache / "data") / "test.parquet")
     train = pd.read_parquet(embedded.ensure_addition_data(rlvr_cache / "data") / "train.parquet")
-    assert len(trained) == 80 and set(trained["data_source"]) == {"addition_trained"}
+    assert len(trained) == 200 and set(trained["data_source"]) == {"addition_trained"}
     prompts = lambda df: [m[0]["content"] for m in df["prompt"]]  # noqa: E731
-    assert prompts(trained) == prompts(train)
-    assert list(trained["reward_model"]) == list(train["reward_model"])
+    assert prompts(trained) == prompts(train)[:200]
+    assert list(trained["reward_model"]) == list(train["reward_model"])[:200]
 
 
 USER = [{"role": "user", "content": "3+4="}]

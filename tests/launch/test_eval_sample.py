@@ -150,15 +150,18 @@ def test_difficulty_buckets():
 
 def test_eval_greedy_pass_at_1_equals_the_independent_greedy_accuracy_of_the_build(tiny_model_dir):
     """pass@1 through the hf rollout server + math verifier equals the greedy accuracy the embedded build
-    measured with its own decoding loop on the same 20 held-out prompts."""
+    measured with its own decoding loop on the same 200 held-out prompts."""
+    from rlvr_launch import embedded
+
     build = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
     report = evaluate.evaluate(str(tiny_model_dir), "addition", k=4, temperature=1.0)
-    assert report["prompts"] == 20
+    held_out = len(embedded.addition_pairs(embedded.TinySpec())[1])
+    assert report["prompts"] == held_out == 200
     assert report["pass@1"] == pytest.approx(build["warm_start_held_out_accuracy"])
     s = report["sampled"]
     assert s["pass@1"] == pytest.approx(s["mean_accuracy"])  # the estimator at k=1 is the mean
     assert s["pass@1"] <= s["pass@2"] <= s["pass@4"] <= 1.0
-    assert sum(sum(c.values()) for c in s["statuses"].values()) == 80
+    assert sum(sum(c.values()) for c in s["statuses"].values()) == 4 * held_out
     assert 1 <= s["length"]["max"] <= report["max_tokens"]
 
 

@@ -85,9 +85,10 @@ def test_no_ray_temp_dir_is_left_behind(runs):
 def test_validation_says_what_it_measures_per_data_source(runs):
     first, _, run_dir, _ = runs
     assert (
-        "validation at step 0: greedy accuracy, 20 held-out sums (never trained; s.e. 0.11) " in first.stdout
+        "validation at step 0: greedy accuracy, 200 held-out sums (never trained; s.e. 0.035) "
+        in first.stdout
     )
-    assert "greedy accuracy, the 80 training sums (s.e. 0.06) " in first.stdout
+    assert "greedy accuracy, 200 of the 800 training sums (s.e. 0.035) " in first.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     keys = {k for row in rows for k in row if k.startswith("val-core/")}
     assert {k.split("/")[1] for k in keys} == {"addition", "addition_trained"}

@@ -199,10 +199,13 @@ def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tm
 
     first = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "a", embedded.ADDITION_LONG_COT))
     second = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "b", embedded.ADDITION_LONG_COT))
-    assert first.to_json() == second.to_json() and len(first) == 80
     train, _ = embedded.addition_pairs(embedded.TinySpec())
+    one_digit = [i for i, (a, _) in enumerate(train) if a < embedded.LONG_COT_MAX_A]
+    assert first.to_json() == second.to_json() and list(first["prompt_id"]) == one_digit
+    assert 60 <= len(first) <= 100  # the worked sums of the one-digit training pairs, not all 800
     items, tags = [], reasoning.default_tags()
-    for (a, b), messages in zip(train, first["messages"], strict=True):
+    for prompt_id, messages in zip(first["prompt_id"], first["messages"], strict=True):
+        a, b = train[prompt_id]  # prompt_id is the row of the task's training file
         assert messages[0]["content"] == embedded.addition_prompt(a, b)
         answer = messages[1]["content"]
         assert (
@@ -213,8 +216,8 @@ def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tm
     assert {v.status for v in registry.get("math").verify_batch(items)} == {"ok"}
     general = pd.read_parquet(embedded.ensure_sft_data(tmp_path / "a", embedded.GENERAL))
     assert len(general) == 64 and all(m[1]["role"] == "assistant" for m in general["messages"])
-    # the embedded model's identity is untouched by these assets (the digest of _BUILD_VERSION 3)
-    assert embedded.TinySpec().digest() == "b0f7bf724ee7"
+    # the embedded model's identity is untouched by these assets (the digest of _BUILD_VERSION 4)
+    assert embedded.TinySpec().digest() == "6ad0fb5bd369"
 
 
 def test_the_command_line_runs_and_reports_a_pipeline(recipes, tmp_path, capsys):
@@ -262,9 +265,14 @@ def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr
     assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_model_dir).get_vocab()
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     train, held_out = embedded.addition_pairs(embedded.TinySpec())
-    # every prompt has the same length in tokens (single digits), so each set is one unpadded batch
-    plain = tokenizer([embedded.addition_prompt(a, b) for a, b in train], return_tensors="pt")
-    out = model.generate(**plain, max_new_tokens=3, do_sample=False)
+    # prompts differ in length (one- and two-digit a): left padding, so every row's answer starts at once
+    plain = tokenizer(
+        [embedded.addition_prompt(a, b) for a, b in train],
+        return_tensors="pt",
+        padding=True,
+        padding_side="left",
+    )
+    out = model.generate(**plain, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(out[:, plain["input_ids"].shape[1] :])
     right = sum(t.split("\n")[0].strip() == str(a + b) for t, (a, b) in zip(texts, train, strict=True))
     assert (
@@ -275,8 +283,10 @@ def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr
         add_generation_prompt=True,
         return_tensors="pt",
         return_dict=True,
+        padding=True,
+        padding_side="left",
     )
-    out = model.generate(**chat, max_new_tokens=8, do_sample=False)
+    out = model.generate(**chat, max_new_tokens=8, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     # in a chat turn it never closes the turn (it never saw <|im_end|>) and never opens a think block
     for text in tokenizer.batch_decode(out[:, chat["input_ids"].shape[1] :]):
         assert "<|im_end|>" not in text and "<think>" not in text, text

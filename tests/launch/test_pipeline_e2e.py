@@ -128,11 +128,11 @@ def test_r1_killed_in_rl_resumes_from_its_checkpoint_and_status_tells_the_truth(
     assert json.loads((stages / "02-rl/manifest.json").read_text())["metrics"]["step"] == 4
 
     # pass@1 of the RL checkpoint (rlvr eval, greedy) == the greedy accuracy the RL stage's own last
-    # validation logged for that checkpoint, on the same 20 held-out prompts.
+    # validation logged for that checkpoint, on the same 200 held-out prompts.
     val = [r for r in _metrics_rows(stages / "02-rl") if "val-core/addition/acc/mean@1" in r]
     assert val and val[-1]["training/global_step"] == 4
     report = json.loads((stages / "04-rl_eval/eval.json").read_text())
-    assert report["prompts"] == 20
+    assert report["prompts"] == 200
     assert report["pass@1"] == pytest.approx(val[-1]["val-core/addition/acc/mean@1"], abs=1e-9)
     assert report["pass@1"] > 0  # a real comparison, not 0 == 0
 
@@ -203,7 +203,7 @@ def test_distill_samples_verified_traces_and_sft_trains_a_student_that_loads(tmp
     student = run_dir / "stages/03-merge/model"
     assert isinstance(_loads_and_generates(student), str)
     report = json.loads((run_dir / "stages/04-eval/eval.json").read_text())
-    assert report["model"] == str(student) and report["prompts"] == 20
+    assert report["model"] == str(student) and report["prompts"] == 200
 
 
 def test_r1_zero_trains_the_text_only_base_paid_by_correctness_plus_format(tmp_path, env):
@@ -259,4 +259,4 @@ def test_r1_zero_trains_the_text_only_base_paid_by_correctness_plus_format(tmp_p
     model = stages / "01-merge/model"
     assert isinstance(_loads_and_generates(model), str)
     report = json.loads((stages / "02-eval/eval.json").read_text())
-    assert report["model"] == str(model) and report["prompts"] == 20
+    assert report["model"] == str(model) and report["prompts"] == 200

@@ -43,9 +43,11 @@ def test_each_prompt_appears_once_per_mode_with_its_verified_trace_and_its_direc
     by_prompt: dict[int, dict] = {}
     for row in rows:
         by_prompt.setdefault(row["prompt_id"], {})[row["mode"]] = row["messages"]
-    assert sorted(by_prompt) == [0, 3, 4, 5]
+    # prompt_id is the row of the task's training file (the worked sums cover its one-digit-a rows)
+    assert sorted(by_prompt) == sorted(frame["prompt_id"].iloc[[0, 3, 4, 5]])
+    by_id = long_cot.set_index("prompt_id")
     for pid, modes in by_prompt.items():
-        source = [dict(m) for m in long_cot.loc[pid, "messages"]]
+        source = [dict(m) for m in by_id.loc[pid, "messages"]]
         question, trace = source[0]["content"], source[1]["content"]
         answer = trace.rsplit("</think>", 1)[1].strip()
         assert modes["thinking"] == [
@@ -85,9 +87,9 @@ def test_mixed_mode_rl_data_flags_half_the_prompts_each_way_and_budgets_only_thi
 ):
     rows, source = thinking_stages.mixed_mode_rows("addition", seed=0, budget=32)
     original = pd.read_parquet(source)
-    assert len(rows) == len(original) == 80
+    assert len(rows) == len(original) == 800
     modes = [r["extra_info"]["thinking_mode"] for r in rows]
-    assert modes.count("thinking") == modes.count("non_thinking") == 40
+    assert modes.count("thinking") == modes.count("non_thinking") == 400
     for row, (_, before) in zip(rows, original.iterrows(), strict=True):
         thinking = row["extra_info"]["thinking_mode"] == "thinking"
         switch = " /think" if thinking else " /no_think"

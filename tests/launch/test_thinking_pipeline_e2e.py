@@ -80,7 +80,7 @@ def test_qwen3_pipeline_fuses_both_modes_and_enforces_the_budget_in_general_rl(t
     # accuracy vs budget of the final model, both modes, with its picture
     report = json.loads((stage["budget_eval"] / "budget_eval.json").read_text())
     assert [r["budget"] for r in report["thinking"]] == [0, 8, 16, 32, 64, 128]
-    assert report["thinking"][0]["budget_hit_rate"] == 1.0 and report["prompts"] == 20
+    assert report["thinking"][0]["budget_hit_rate"] == 1.0 and report["prompts"] == 200
     assert report["non_thinking"]["budget_hit_rate"] == 0.0
     assert (stage["budget_eval"] / "thinking_budget.png").read_bytes()[:4] == b"\x89PNG"
     metrics = manifests["budget_eval"]["metrics"]
