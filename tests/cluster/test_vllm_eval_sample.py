@@ -2,8 +2,8 @@
 private Ray, vLLM's CPU build, fp32) generates what the hf rollout server generates, leaves nothing
 running, and what `rlvr sample` keeps is exactly what `rlvr score` accepts, on either rollout.
 
-One `rlvr eval` process on the 100 validation sums of `addition` (the 20 held out and the 80 training
-ones: rlvr.held_out_sources=null), greedy and K=2 sampled on one server; then the same greedy eval on the
+One `rlvr eval` process on the first 100 of the 200 held-out sums of `addition`, greedy and K=2 sampled
+on one server; then the same greedy eval on the
 hf path in this process. Both are fp32 with argmax decoding over the same chat-template ids, so each
 prompt must get the same text and verdict, not only the same pass@1. Afterwards no process of that run
 is alive (each carries a marker in its environment: Ray's head, its workers, vLLM's engine core), its Ray
@@ -30,7 +30,7 @@ from rlvr_launch import evaluate, sample
 pytestmark = pytest.mark.slow
 
 MARKER = "RLVR_TEST_VLLM_EVAL_RUN"
-ALL_SUMS = "rlvr.held_out_sources=null"  # the test split with the 80 validated training sums too
+PROMPTS = 100  # the first 100 held-out sums
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -62,16 +62,16 @@ def test_vllm_eval_gives_the_hf_paths_greedy_texts_and_verdicts_and_leaves_nothi
     env = {**os.environ, "RLVR_RAY_TMPDIR_ROOT": str(ray_root), MARKER: marker.partition("=")[2]}
     segments_before = shm.present_segments()
     out, responses = tmp_path / "vllm.json", tmp_path / "vllm.jsonl"
-    # overrides right after the model: argparse takes no positional after the options
     cmd = [
         sys.executable,
         "-m",
         "rlvr_launch.cli",
         "eval",
         str(tiny_model_dir),
-        ALL_SUMS,
         "--task",
         "addition",
+        "--limit",
+        str(PROMPTS),
     ]
     cmd += ["--rollout", "vllm", "--k", "2", "--out", str(out), "--responses", str(responses), "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
@@ -91,7 +91,7 @@ def test_vllm_eval_gives_the_hf_paths_greedy_texts_and_verdicts_and_leaves_nothi
 
     hf_responses = tmp_path / "hf.jsonl"
     hf = evaluate.evaluate(
-        str(tiny_model_dir), "addition", overrides=[ALL_SUMS], rollout="hf", responses_path=hf_responses
+        str(tiny_model_dir), "addition", limit=PROMPTS, rollout="hf", responses_path=hf_responses
     )
     assert hf["generation"]["rollout"] == "hf"
     vllm_greedy, hf_greedy = _greedy(responses), _greedy(hf_responses)
