@@ -61,6 +61,14 @@ On-policy distillation with the `hf` rollout as the teacher (hf_server.py, `prom
    `get_rollout_replica_class(inference.name)(..., is_teacher_model=True)` + `init_colocated(pool)`;
    its config sizes top-k log-probs for vllm/sglang only (`_validate_topk_logprobs`), so the hf teacher
    serves the estimator losses (rlvr_launch/distill.py refuses forward_kl_topk with it).
+
+verl's TaskRunner in the `rlvr train` process (rlvr_cluster/in_driver_task_runner.py, `rlvr.task_runner:
+driver`, through `run_ppo`'s public `task_runner_class` argument):
+
+12. `run_ppo` uses its `task_runner_class` only as `task_runner_class.remote()` (or `.options(runtime_env=
+   ...).remote()` under nsys) and `ray.get(runner.run.remote(config))` (RUN_PPO_TASK_RUNNER_CALLS); verl's
+   TaskRunner classes are `@ray.remote` classes, whose undecorated body Ray keeps as
+   `__ray_actor_class__` (ray/actor.py, `_modify_class`): that body is what runs in the driver.
 """
 
 from __future__ import annotations
@@ -118,6 +126,23 @@ LEGACY_TRAINER_MODULES = (
 # Detail 11: the sampling params verl's distillation sends a teacher (its prompt_logprobs request).
 TEACHER_REQUEST_KEYS = ("max_tokens", "temperature", "prompt_logprobs", "detokenize")
 TEACHER_REPLY_FIELDS = ("prompt_ids", "prompt_logprobs")
+# Detail 12: every use run_ppo makes of its task_runner_class argument.
+RUN_PPO_TASK_RUNNER_CALLS = (
+    "task_runner_class.options(runtime_env=",
+    "runner = task_runner_class.remote()",
+    "ray.get(runner.run.remote(config))",
+)
+
+
+def task_runner_body(actor_class) -> type:
+    """The class a `@ray.remote` TaskRunner decorates (detail 12): what its actor would instantiate."""
+    body = getattr(actor_class, "__ray_actor_class__", None)
+    if not isinstance(body, type) or not callable(getattr(body, "run", None)):
+        raise RuntimeError(
+            f"{actor_class!r} has no undecorated class with a run() method at __ray_actor_class__: the Ray "
+            "detail rlvr_cluster.verl_private item 12 relies on changed; set rlvr.task_runner=actor"
+        )
+    return body
 
 
 def register_hf_rollout_adapter() -> None:
