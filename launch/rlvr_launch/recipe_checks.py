@@ -20,6 +20,8 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
   rlvr_cluster package (the cpu platform's verl-free load balancer, rlvr_cluster/slim_router.py).
 - `reward.num_workers: 0` (the cpu platform: samples scored in the trainer's process) needs rlvr's
   in-process agent-loop manager; verl's own manager would get no reward worker to call.
+- `algorithm.rollout_correction.bypass_mode: true` (old log-probs from the rollout, the CPU demo) needs
+  `actor_rollout_ref.rollout.calculate_log_probs: true`; verl raises only at the first step otherwise.
 
 `check_resume(cfg, stored)` refuses to resume a run directory whose checkpoints were written for another
 model or algorithm (a re-applied RayJob with a fixed --run-dir, or `rlvr train --run-dir` with a changed
@@ -150,6 +152,19 @@ def _check_reward_workers(cfg) -> None:
         )
 
 
+def _check_bypass(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.select(cfg, "algorithm.rollout_correction.bypass_mode", default=False):
+        return
+    if not OmegaConf.select(cfg, "actor_rollout_ref.rollout.calculate_log_probs", default=False):
+        raise UserError(
+            "algorithm.rollout_correction.bypass_mode=true takes the old policy's log-probs from the rollout, "
+            "which returns them only with actor_rollout_ref.rollout.calculate_log_probs=true: set it, or "
+            "bypass_mode=false to recompute them with the actor"
+        )
+
+
 PACKAGED_PREFIX = "rlvr:"
 
 
@@ -182,6 +197,7 @@ def check(cfg) -> None:
     _check_placement(cfg)
     _check_filter_metric(cfg)
     _check_reward_workers(cfg)
+    _check_bypass(cfg)
     from rlvr_launch import distill
 
     distill.check(cfg)  # verl's distillation.* keys: teacher path, tokenizer, teacher pool

@@ -102,6 +102,25 @@ def test_a_composed_gpu_combination_gets_none_of_the_cpu_demo():
     demo = compose.compose([])
     assert demo.trainer.experiment_name == "cpu_demo" and demo.trainer.total_training_steps == 60
     assert demo.actor_rollout_ref.actor.optim.lr == pytest.approx(5e-4)
+    # The demo's debug-loop cuts (README, "The demo vs TRL") stay on the demo: old log-probs from the rollout,
+    # verl's TaskRunner in the driver, verifier actors only when an item needs one.
+    assert (
+        demo.algorithm.rollout_correction.bypass_mode and demo.actor_rollout_ref.rollout.calculate_log_probs
+    )
+    assert demo.rlvr.task_runner == "driver" and demo.reward.reward_kwargs.rlvr.pool.lazy_start
+    assert not cfg.algorithm.rollout_correction.bypass_mode and cfg.rlvr.task_runner == "actor"
+
+
+def test_old_log_probs_from_the_rollout_need_the_rollouts_log_probs():
+    with pytest.raises(UserError, match=r"bypass_mode=true .*calculate_log_probs=true"):
+        compose.compose(["actor_rollout_ref.rollout.calculate_log_probs=false"])
+    cfg = compose.compose(
+        [
+            "actor_rollout_ref.rollout.calculate_log_probs=false",
+            "algorithm.rollout_correction.bypass_mode=false",
+        ]
+    )
+    assert not cfg.algorithm.rollout_correction.bypass_mode
 
 
 # ---- DAPO's overlong buffer ------------------------------------------------------------------------
