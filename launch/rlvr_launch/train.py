@@ -1,8 +1,9 @@
 """`rlvr train [experiment=NAME] [overrides] [--run-dir PATH]`: a recipe on a single-node Ray.
 
 With no argument it trains the default experiment (the CPU demo). The composed config goes to
-verl's own PPO entry (`verl.trainer.main_ppo.run_ppo` with verl's TaskRunner) unchanged but for the
-run directory's paths; rlvr adds what verl leaves to the user: building the embedded assets, checking
+verl's own PPO entry (`verl.trainer.main_ppo.run_ppo` with verl's TaskRunner, in verl's Ray actor or,
+`rlvr.task_runner: driver` on the cpu platform, in this process) unchanged but for the run directory's
+paths; rlvr adds what verl leaves to the user: building the embedded assets, checking
 the dataset first, a private Ray per run, live progress, metrics.jsonl + reward_curve.png, and resume
 from the run directory's latest checkpoint when the same --run-dir is given again.
 """
