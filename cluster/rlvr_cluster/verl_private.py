@@ -69,6 +69,16 @@ driver`, through `run_ppo`'s public `task_runner_class` argument):
    ...).remote()` under nsys) and `ray.get(runner.run.remote(config))` (RUN_PPO_TASK_RUNNER_CALLS); verl's
    TaskRunner classes are `@ray.remote` classes, whose undecorated body Ray keeps as
    `__ray_actor_class__` (ray/actor.py, `_modify_class`): that body is what runs in the driver.
+
+The in-process load balancer (rlvr_cluster/slim_router.py, `rollout.router_config_path:
+rlvr:in_process_router.yaml`, verl's public router plugin):
+
+13. verl's `_create_plugin_extension` starts the YAML's `router_class` as a Ray actor unless it is
+   already a `ray.actor.ActorClass`, whose `.remote(servers, yaml_config)` it then calls and returns
+   (ROUTER_PLUGIN_CALLS), and verl's LLM client uses the result only through `.remote(...)` of
+   acquire_server (awaited), its two field declarations (awaited) and release_server (not awaited).
+   `slim_router.IN_PROCESS` is an object of an ActorClass subclass whose `remote` builds the in-process
+   load balancer.
 """
 
 from __future__ import annotations
@@ -131,6 +141,19 @@ RUN_PPO_TASK_RUNNER_CALLS = (
     "task_runner_class.options(runtime_env=",
     "runner = task_runner_class.remote()",
     "ray.get(runner.run.remote(config))",
+)
+
+
+# Detail 13: verl's router plugin factory and LLM client, as the in-process load balancer relies on them.
+ROUTER_PLUGIN_CALLS = (
+    "ray_cls = cls if isinstance(cls, ray.actor.ActorClass) else ray.remote(cls)",
+    "return ray_cls.remote(servers, yaml_config)",
+)
+LB_CLIENT_CALLS = (
+    "self._load_balancer.require_acquire_fields.remote()",
+    "self._load_balancer.require_release_fields.remote()",
+    "return await self._load_balancer.acquire_server.remote(request_id=request_id, **fields)",
+    "self._load_balancer.release_server.remote(server_id=server_id, **fields)",
 )
 
 

@@ -19,7 +19,9 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - `actor_rollout_ref.rollout.router_config_path: rlvr:<file>` becomes the path of <file> in the
   rlvr_cluster package (the cpu platform's verl-free load balancer, rlvr_cluster/slim_router.py).
 - `reward.num_workers: 0` (the cpu platform: samples scored in the trainer's process) needs rlvr's
-  in-process agent-loop manager; verl's own manager would get no reward worker to call.
+  in-process agent-loop manager; verl's own manager would get no reward worker to call. So does the
+  in-process load balancer (`router_config_path: rlvr:in_process_router.yaml`): its handle cannot
+  reach agent-loop workers in other processes.
 - `algorithm.rollout_correction.bypass_mode: true` (old log-probs from the rollout, the CPU demo) needs
   `actor_rollout_ref.rollout.calculate_log_probs: true`; verl raises only at the first step otherwise.
 
@@ -152,6 +154,25 @@ def _check_reward_workers(cfg) -> None:
         )
 
 
+IN_PROCESS_ROUTER = "rlvr:in_process_router.yaml"
+
+
+def _check_in_process_router(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    router = OmegaConf.select(cfg, "actor_rollout_ref.rollout.router_config_path", default=None)
+    if router != IN_PROCESS_ROUTER and not str(router).endswith("/in_process_router.yaml"):
+        return
+    manager = OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.agent_loop_manager_class", default=None)
+    if manager != IN_PROCESS_AGENT_LOOP_MANAGER:
+        raise UserError(
+            f"actor_rollout_ref.rollout.router_config_path={IN_PROCESS_ROUTER} routes requests in the trainer's "
+            "process, which only rlvr's in-process agent loop sends from (agent_loop_manager_class="
+            f"{manager}): set router_config_path=rlvr:slim_router.yaml, or the manager back to "
+            + IN_PROCESS_AGENT_LOOP_MANAGER
+        )
+
+
 def _check_bypass(cfg) -> None:
     from omegaconf import OmegaConf
 
@@ -182,7 +203,8 @@ def locate_router_config(cfg) -> None:
     if not path.is_file():
         raise UserError(
             f"actor_rollout_ref.rollout.router_config_path={value}: rlvr_cluster has no {path.name} "
-            "(rlvr:slim_router.yaml is the one it ships); give a file path or null for verl's own router"
+            "(it ships rlvr:slim_router.yaml and rlvr:in_process_router.yaml); give a file path or null for "
+            "verl's own router"
         )
     with open_dict(cfg):
         cfg.actor_rollout_ref.rollout.router_config_path = str(path)
@@ -191,6 +213,7 @@ def locate_router_config(cfg) -> None:
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
     size_overlong_buffer(cfg)
+    _check_in_process_router(cfg)
     locate_router_config(cfg)
     _check_overlong(cfg)
     _check_batches(cfg)

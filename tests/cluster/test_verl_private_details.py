@@ -322,3 +322,15 @@ def test_verls_task_runners_keep_their_undecorated_body_where_the_driver_finds_i
         assert not isinstance(body, ray.actor.ActorClass)
     with pytest.raises(RuntimeError, match="rlvr.task_runner=actor"):
         verl_private.task_runner_body(object())
+
+
+def test_verls_router_plugin_calls_an_actor_class_router_as_it_is_and_its_client_only_uses_remote():
+    from verl.workers.rollout import llm_server, router
+
+    source = inspect.getsource(router._create_plugin_extension)
+    for call in verl_private.ROUTER_PLUGIN_CALLS:
+        assert call in source, call
+    client = inspect.getsource(llm_server.LLMServerClient)
+    for call in verl_private.LB_CLIENT_CALLS:
+        assert call in client, call
+    assert client.count("self._load_balancer.") == len(verl_private.LB_CLIENT_CALLS)
