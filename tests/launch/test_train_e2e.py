@@ -165,6 +165,37 @@ def test_two_runs_at_once_do_not_disturb_each_other(tmp_path, ray_root):
         assert row["training/rollout_actor_probs_pearson_corr"] > 0.9999
 
 
+def test_ctrl_c_stops_the_run_at_once_and_says_how_to_resume(tmp_path, ray_root):
+    """verl's TaskRunner runs in the `rlvr train` process on the cpu platform: Ctrl-C must still stop it
+    wherever verl is (its asyncio loops included), clean up, and say how to resume."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL, "trainer.total_training_steps=50",
+           "--run-dir", str(run_dir)]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(ray_root),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "step 2/50" in line:
+            break
+    else:
+        pytest.fail("".join(lines)[-3000:])
+    interrupted = time.time()
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, "".join(lines)[-2000:] + rest[-3000:]
+    assert time.time() - interrupted < 60
+    assert "interrupted; `rlvr train --run-dir" in rest
+    assert "step 50/50" not in rest
+    assert rest.strip().splitlines()[-1] == str(run_dir.resolve())
+
+
 def test_a_run_directory_in_use_is_refused_at_once(tmp_path, ray_root):
     from rlvr_launch.rundir import RunDir
 
