@@ -21,7 +21,8 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - `reward.num_workers: 0` (the cpu platform: samples scored in the trainer's process) needs rlvr's
   in-process agent-loop manager; verl's own manager would get no reward worker to call. So does the
   in-process load balancer (`router_config_path: rlvr:in_process_router.yaml`): its handle cannot
-  reach agent-loop workers in other processes.
+  reach agent-loop workers in other processes; the v1 trainer's are, so with `trainer.use_v1` it becomes
+  `rlvr:slim_router.yaml` (the same policy in an actor).
 - `algorithm.rollout_correction.bypass_mode: true` (old log-probs from the rollout, the CPU demo) needs
   `actor_rollout_ref.rollout.calculate_log_probs: true`; verl raises only at the first step otherwise.
 
@@ -157,6 +158,18 @@ def _check_reward_workers(cfg) -> None:
 IN_PROCESS_ROUTER = "rlvr:in_process_router.yaml"
 
 
+def fit_router_to_trainer(cfg) -> None:
+    """The in-process router serves an agent loop in the trainer's process; the v1 trainer (DAPO's dynamic
+    sampling) keeps verl's TransferQueue agent-loop workers in Ray actors, so it gets the same policy in
+    an actor (rlvr:slim_router.yaml)."""
+    from omegaconf import OmegaConf, open_dict
+
+    router = OmegaConf.select(cfg, "actor_rollout_ref.rollout.router_config_path", default=None)
+    if router == IN_PROCESS_ROUTER and OmegaConf.select(cfg, "trainer.use_v1", default=False):
+        with open_dict(cfg):
+            cfg.actor_rollout_ref.rollout.router_config_path = "rlvr:slim_router.yaml"
+
+
 def _check_in_process_router(cfg) -> None:
     from omegaconf import OmegaConf
 
@@ -213,13 +226,14 @@ def locate_router_config(cfg) -> None:
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
     size_overlong_buffer(cfg)
-    _check_in_process_router(cfg)
+    fit_router_to_trainer(cfg)
     locate_router_config(cfg)
     _check_overlong(cfg)
     _check_batches(cfg)
     _check_placement(cfg)
     _check_filter_metric(cfg)
     _check_reward_workers(cfg)
+    _check_in_process_router(cfg)
     _check_bypass(cfg)
     from rlvr_launch import distill
 

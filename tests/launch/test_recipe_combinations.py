@@ -168,10 +168,18 @@ def test_scoring_in_the_trainers_process_needs_the_in_process_agent_loop():
     assert cfg.reward.num_workers == 0
     with pytest.raises(UserError, match=r"reward.num_workers=0 .*set reward.num_workers=1"):
         compose.compose(["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null"])
+    verls_manager = ["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null", "reward.num_workers=1"]
+    with pytest.raises(UserError, match=r"in_process_router.yaml .*rlvr:slim_router.yaml"):
+        compose.compose(verls_manager)  # the in-process router too needs the in-process agent loop
     cfg = compose.compose(
-        ["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null", "reward.num_workers=1"]
+        [*verls_manager, "actor_rollout_ref.rollout.router_config_path=rlvr:slim_router.yaml"]
     )
     assert cfg.reward.num_workers == 1
+    # DAPO's v1 trainer keeps verl's agent-loop workers in actors: its router is the actor variant.
+    dapo = compose.compose(["algo=dapo"])
+    assert dapo.trainer.use_v1 and dapo.actor_rollout_ref.rollout.router_config_path.endswith(
+        "/slim_router.yaml"
+    )
 
 
 def test_batches_that_do_not_divide_are_refused():
