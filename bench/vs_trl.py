@@ -236,7 +236,7 @@ def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
     out.write_text(json.dumps(result))
 
 
-def run_trl(seed: int, steps: int, work: Path, threads: int) -> dict:
+def run_trl(seed: int, steps: int, work: Path, threads: int, trl_path: Path | None = None) -> dict:
     out = work / f"trl-{seed}.json"
     cmd = [
         sys.executable,
@@ -248,7 +248,13 @@ def run_trl(seed: int, steps: int, work: Path, threads: int) -> dict:
         str(steps),
     ]
     cmd += ["--out", str(out), "--trl-threads", str(threads)]
-    code, wall, memory = run_measured(cmd, work / f"trl-{seed}.log")
+    env = None
+    if trl_path is not None:  # TRL importable on this side only (--trl-path)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(trl_path), os.environ.get("PYTHONPATH")])),
+        }
+    code, wall, memory = run_measured(cmd, work / f"trl-{seed}.log", env=env)
     if code != 0:
         raise SystemExit(f"TRL seed {seed} failed; see {work / f'trl-{seed}.log'}")
     result = json.loads(out.read_text())
@@ -402,6 +408,14 @@ def main() -> None:
         default=0,
         help="torch threads of the TRL process (0: torch's default, all cores); rlvr runs 1 per process",
     )
+    parser.add_argument(
+        "--trl-path",
+        type=Path,
+        default=None,
+        help="a folder holding TRL (`pip install --no-deps --target DIR trl==1.12.0`), importable on the TRL "
+        "side only: with TRL installed in the venv, verl imports it into its workers (its monkey patch "
+        "checks for TRL's value-head model), which a demo user's run does not",
+    )
     parser.add_argument("--report", type=Path, default=None, help="print the report of a saved vs_trl.json")
     parser.add_argument("--trl-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -413,6 +427,8 @@ def main() -> None:
     if args.report:
         report(json.loads(args.report.read_text()), args.report.parent)
         return
+    if args.trl_path is not None:
+        sys.path.insert(0, str(args.trl_path))
     try:
         import trl  # noqa: F401
     except ImportError:
@@ -433,7 +449,7 @@ def main() -> None:
             if tool == "rlvr":
                 result = run_rlvr(seed, args.steps, out, args.overrides)
             else:
-                result = run_trl(seed, args.steps, out, args.trl_threads)
+                result = run_trl(seed, args.steps, out, args.trl_threads, args.trl_path)
             results[tool].append(result)
             (out / "vs_trl.json").write_text(json.dumps(results, indent=1))  # kept if a later run fails
             first, last = first_last(result["rewards"])

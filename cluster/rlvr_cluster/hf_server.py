@@ -1,7 +1,10 @@
 """The `hf` rollout's generation server: a Ray actor with a Hugging Face model, and nothing of verl.
 
-This module imports torch and transformers only. The actor process that holds it therefore never
-imports verl (about 160 MiB of resident memory per process on top of torch), and its settings and
+This module imports torch and transformers only, and those only where a server or a decode needs them:
+every process that receives an `HFServer` actor handle imports this module (Ray loads the class's
+module), and verl's load-balancer actor holds all of them; at module level this module would put torch
+in that process (~0.18 GiB more resident). The actor process that holds a server never imports verl
+(about 160 MiB of resident memory per process on top of torch), and its settings and
 replies are plain values: `ServerSettings` instead of verl's RolloutConfig, `GeneratedTokens` (the
 fields of verl's `TokenOutput`, which the agent loop reads by attribute) instead of the pydantic model.
 tests/cluster/test_verl_private_details.py checks that the two field lists stay equal.
@@ -20,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 # How long the server waits for more concurrent requests before decoding a batch; requests that
 # arrive while a batch decodes form the next one.
@@ -83,6 +87,8 @@ def _eos_ids(model, tokenizer) -> set[int]:
 
 def _sample(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, generator) -> torch.Tensor:
     """Next token per row. `logits` are already divided by the temperature (when > 0)."""
+    import torch
+
     if temperature <= 0:
         return logits.argmax(dim=-1)
     if top_k is not None and top_k > 0 and top_k < logits.shape[-1]:
@@ -132,7 +138,6 @@ def _check_prompt_logprobs_request(model, prompt_ids: list[int], sampling_params
     return k
 
 
-@torch.no_grad()
 def prompt_logprobs_reply(
     model, prompt_ids: list[int], sampling_params: dict[str, Any], global_steps: int | None = None
 ) -> GeneratedTokens:
@@ -145,9 +150,12 @@ def prompt_logprobs_reply(
     first; the last row is a dummy of zeros (nothing follows the last token). `token_ids` is the one
     generated token of the max_tokens=1 request (the greedy next token).
     """
+    import torch
+
     k = _check_prompt_logprobs_request(model, prompt_ids, sampling_params)
     ids = torch.tensor([prompt_ids], dtype=torch.long)
-    logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)
     width = max(k, 1)
     if k == 0:
         targets = ids[0, 1:]
@@ -175,6 +183,7 @@ class HFServer:
     """
 
     def __init__(self, settings: Any, model_config: Any = None, replica_rank: int = 0, node_rank: int = 0):
+        import torch
         from transformers import AutoModelForCausalLM
 
         if not isinstance(settings, ServerSettings):
@@ -262,8 +271,15 @@ class HFServer:
                     if not fut.done():
                         fut.set_result(result)
 
-    @torch.no_grad()
     def _decode(self, prompts: list[list[int]], params: dict) -> list[tuple[list[int], list[float]]]:
+        import torch
+
+        with torch.no_grad():
+            return self._decode_no_grad(prompts, params)
+
+    def _decode_no_grad(self, prompts: list[list[int]], params: dict) -> list[tuple[list[int], list[float]]]:
+        import torch
+
         batch = len(prompts)
         self.decode_calls += 1
         self.decoded_requests += batch
@@ -323,6 +339,8 @@ class HFServer:
 
     def load_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
         """Replace the model's weights with the actor's. Returns the number of tensors loaded."""
+        import torch
+
         state = self.model.state_dict()
         unknown = [name for name, _ in named_tensors if name not in state]
         if unknown:

@@ -61,6 +61,24 @@ On-policy distillation with the `hf` rollout as the teacher (hf_server.py, `prom
    `get_rollout_replica_class(inference.name)(..., is_teacher_model=True)` + `init_colocated(pool)`;
    its config sizes top-k log-probs for vllm/sglang only (`_validate_topk_logprobs`), so the hf teacher
    serves the estimator losses (rlvr_launch/distill.py refuses forward_kl_topk with it).
+
+verl's TaskRunner in the `rlvr train` process (rlvr_cluster/in_driver_task_runner.py, `rlvr.task_runner:
+driver`, through `run_ppo`'s public `task_runner_class` argument):
+
+12. `run_ppo` uses its `task_runner_class` only as `task_runner_class.remote()` (or `.options(runtime_env=
+   ...).remote()` under nsys) and `ray.get(runner.run.remote(config))` (RUN_PPO_TASK_RUNNER_CALLS); verl's
+   TaskRunner classes are `@ray.remote` classes, whose undecorated body Ray keeps as
+   `__ray_actor_class__` (ray/actor.py, `_modify_class`): that body is what runs in the driver.
+
+The in-process load balancer (rlvr_cluster/slim_router.py, `rollout.router_config_path:
+rlvr:in_process_router.yaml`, verl's public router plugin):
+
+13. verl's `_create_plugin_extension` starts the YAML's `router_class` as a Ray actor unless it is
+   already a `ray.actor.ActorClass`, whose `.remote(servers, yaml_config)` it then calls and returns
+   (ROUTER_PLUGIN_CALLS), and verl's LLM client uses the result only through `.remote(...)` of
+   acquire_server (awaited), its two field declarations (awaited) and release_server (not awaited).
+   `slim_router.IN_PROCESS` is an object of an ActorClass subclass whose `remote` builds the in-process
+   load balancer.
 """
 
 from __future__ import annotations
@@ -118,6 +136,36 @@ LEGACY_TRAINER_MODULES = (
 # Detail 11: the sampling params verl's distillation sends a teacher (its prompt_logprobs request).
 TEACHER_REQUEST_KEYS = ("max_tokens", "temperature", "prompt_logprobs", "detokenize")
 TEACHER_REPLY_FIELDS = ("prompt_ids", "prompt_logprobs")
+# Detail 12: every use run_ppo makes of its task_runner_class argument.
+RUN_PPO_TASK_RUNNER_CALLS = (
+    "task_runner_class.options(runtime_env=",
+    "runner = task_runner_class.remote()",
+    "ray.get(runner.run.remote(config))",
+)
+
+
+# Detail 13: verl's router plugin factory and LLM client, as the in-process load balancer relies on them.
+ROUTER_PLUGIN_CALLS = (
+    "ray_cls = cls if isinstance(cls, ray.actor.ActorClass) else ray.remote(cls)",
+    "return ray_cls.remote(servers, yaml_config)",
+)
+LB_CLIENT_CALLS = (
+    "self._load_balancer.require_acquire_fields.remote()",
+    "self._load_balancer.require_release_fields.remote()",
+    "return await self._load_balancer.acquire_server.remote(request_id=request_id, **fields)",
+    "self._load_balancer.release_server.remote(server_id=server_id, **fields)",
+)
+
+
+def task_runner_body(actor_class) -> type:
+    """The class a `@ray.remote` TaskRunner decorates (detail 12): what its actor would instantiate."""
+    body = getattr(actor_class, "__ray_actor_class__", None)
+    if not isinstance(body, type) or not callable(getattr(body, "run", None)):
+        raise RuntimeError(
+            f"{actor_class!r} has no undecorated class with a run() method at __ray_actor_class__: the Ray "
+            "detail rlvr_cluster.verl_private item 12 relies on changed; set rlvr.task_runner=actor"
+        )
+    return body
 
 
 def register_hf_rollout_adapter() -> None:

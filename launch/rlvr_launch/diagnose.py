@@ -43,6 +43,10 @@ SCORE = "critic/score/mean"
 LENGTH = "response_length/mean"
 CLIP = "response_length/clip_ratio"
 ENTROPY = "actor/entropy"
+# The policy's entropy as the update computed it (verl logs it when `actor.calculate_entropy` is on):
+# the trend source when old log-probs come from the rollout (verl's bypass mode, the CPU demo), where
+# verl skips the recomputation that logs ENTROPY.
+ENTROPY_IN_UPDATE = "actor/entropy_loss"
 GRAD_NORM = "actor/grad_norm"
 PPO_KL = "actor/ppo_kl"
 ZERO_VAR = "rlvr/groups/zero_variance_share"
@@ -336,7 +340,7 @@ def diagnose(rows: list[dict], t: Thresholds | None = None) -> list[Finding]:
         pass  # dynamic sampling already on: verl counts the evicted groups itself
 
     if trends:
-        ent = _series(rows, ENTROPY)
+        ent = _series(rows, ENTROPY) or _series(rows, ENTROPY_IN_UPDATE)
         w = _windows(ent, t.window)
         rw = _windows(_series(rows, SCORE), t.window)
         # Falling entropy is what learning looks like on a task with one right answer; it is a collapse

@@ -19,7 +19,12 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - `actor_rollout_ref.rollout.router_config_path: rlvr:<file>` becomes the path of <file> in the
   rlvr_cluster package (the cpu platform's verl-free load balancer, rlvr_cluster/slim_router.py).
 - `reward.num_workers: 0` (the cpu platform: samples scored in the trainer's process) needs rlvr's
-  in-process agent-loop manager; verl's own manager would get no reward worker to call.
+  in-process agent-loop manager; verl's own manager would get no reward worker to call. So does the
+  in-process load balancer (`router_config_path: rlvr:in_process_router.yaml`): its handle cannot
+  reach agent-loop workers in other processes; the v1 trainer's are, so with `trainer.use_v1` it becomes
+  `rlvr:slim_router.yaml` (the same policy in an actor).
+- `algorithm.rollout_correction.bypass_mode: true` (old log-probs from the rollout, the CPU demo) needs
+  `actor_rollout_ref.rollout.calculate_log_probs: true`; verl raises only at the first step otherwise.
 
 `check_resume(cfg, stored)` refuses to resume a run directory whose checkpoints were written for another
 model or algorithm (a re-applied RayJob with a fixed --run-dir, or `rlvr train --run-dir` with a changed
@@ -150,6 +155,50 @@ def _check_reward_workers(cfg) -> None:
         )
 
 
+IN_PROCESS_ROUTER = "rlvr:in_process_router.yaml"
+
+
+def fit_router_to_trainer(cfg) -> None:
+    """The in-process router serves an agent loop in the trainer's process; the v1 trainer (DAPO's dynamic
+    sampling) keeps verl's TransferQueue agent-loop workers in Ray actors, so it gets the same policy in
+    an actor (rlvr:slim_router.yaml)."""
+    from omegaconf import OmegaConf, open_dict
+
+    router = OmegaConf.select(cfg, "actor_rollout_ref.rollout.router_config_path", default=None)
+    if router == IN_PROCESS_ROUTER and OmegaConf.select(cfg, "trainer.use_v1", default=False):
+        with open_dict(cfg):
+            cfg.actor_rollout_ref.rollout.router_config_path = "rlvr:slim_router.yaml"
+
+
+def _check_in_process_router(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    router = OmegaConf.select(cfg, "actor_rollout_ref.rollout.router_config_path", default=None)
+    if router != IN_PROCESS_ROUTER and not str(router).endswith("/in_process_router.yaml"):
+        return
+    manager = OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.agent_loop_manager_class", default=None)
+    if manager != IN_PROCESS_AGENT_LOOP_MANAGER:
+        raise UserError(
+            f"actor_rollout_ref.rollout.router_config_path={IN_PROCESS_ROUTER} routes requests in the trainer's "
+            "process, which only rlvr's in-process agent loop sends from (agent_loop_manager_class="
+            f"{manager}): set router_config_path=rlvr:slim_router.yaml, or the manager back to "
+            + IN_PROCESS_AGENT_LOOP_MANAGER
+        )
+
+
+def _check_bypass(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.select(cfg, "algorithm.rollout_correction.bypass_mode", default=False):
+        return
+    if not OmegaConf.select(cfg, "actor_rollout_ref.rollout.calculate_log_probs", default=False):
+        raise UserError(
+            "algorithm.rollout_correction.bypass_mode=true takes the old policy's log-probs from the rollout, "
+            "which returns them only with actor_rollout_ref.rollout.calculate_log_probs=true: set it, or "
+            "bypass_mode=false to recompute them with the actor"
+        )
+
+
 PACKAGED_PREFIX = "rlvr:"
 
 
@@ -167,7 +216,8 @@ def locate_router_config(cfg) -> None:
     if not path.is_file():
         raise UserError(
             f"actor_rollout_ref.rollout.router_config_path={value}: rlvr_cluster has no {path.name} "
-            "(rlvr:slim_router.yaml is the one it ships); give a file path or null for verl's own router"
+            "(it ships rlvr:slim_router.yaml and rlvr:in_process_router.yaml); give a file path or null for "
+            "verl's own router"
         )
     with open_dict(cfg):
         cfg.actor_rollout_ref.rollout.router_config_path = str(path)
@@ -176,12 +226,15 @@ def locate_router_config(cfg) -> None:
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
     size_overlong_buffer(cfg)
+    fit_router_to_trainer(cfg)
     locate_router_config(cfg)
     _check_overlong(cfg)
     _check_batches(cfg)
     _check_placement(cfg)
     _check_filter_metric(cfg)
     _check_reward_workers(cfg)
+    _check_in_process_router(cfg)
+    _check_bypass(cfg)
     from rlvr_launch import distill
 
     distill.check(cfg)  # verl's distillation.* keys: teacher path, tokenizer, teacher pool

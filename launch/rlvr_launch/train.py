@@ -1,8 +1,9 @@
 """`rlvr train [experiment=NAME] [overrides] [--run-dir PATH]`: a recipe on a single-node Ray.
 
 With no argument it trains the default experiment (the CPU demo). The composed config goes to
-verl's own PPO entry (`verl.trainer.main_ppo.run_ppo` with verl's TaskRunner) unchanged but for the
-run directory's paths; rlvr adds what verl leaves to the user: building the embedded assets, checking
+verl's own PPO entry (`verl.trainer.main_ppo.run_ppo` with verl's TaskRunner, in verl's Ray actor or,
+`rlvr.task_runner: driver` on the cpu platform, in this process) unchanged but for the run directory's
+paths; rlvr adds what verl leaves to the user: building the embedded assets, checking
 the dataset first, a private Ray per run, live progress, metrics.jsonl + reward_curve.png, and resume
 from the run directory's latest checkpoint when the same --run-dir is given again.
 """
@@ -10,9 +11,11 @@ from the run directory's latest checkpoint when the same --run-dir is given agai
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -193,8 +196,40 @@ def default_run_dir(experiment: str) -> Path:
     return runs_root() / f"{experiment}-{stamp}-{os.getpid()}"
 
 
+# While verl's TaskRunner runs in this process (rlvr.task_runner: driver) without --verbose, its output
+# goes to the attempt's log file and rlvr's own lines to the terminal through this stream.
+_terminal = None
+
+
 def log(message: str) -> None:
-    print(f"[rlvr] {message}", flush=True)
+    print(f"[rlvr] {message}", file=_terminal or sys.stdout, flush=True)
+
+
+@contextlib.contextmanager
+def output_to_file(path: Path):
+    """Send everything this process writes to stdout and stderr (Python and C level: verl's config dump,
+    its console logger, tqdm, warnings) to `path`, as a Ray actor's output goes to its log; `log()` keeps
+    writing to the terminal."""
+    global _terminal
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    _terminal = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    os.dup2(target, 1)
+    os.dup2(target, 2)
+    os.close(target)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+        terminal, _terminal = _terminal, None
+        terminal.close()
 
 
 # --- preparation ---------------------------------------------------------------------------------
@@ -298,10 +333,10 @@ def ray_plan_note() -> str | None:
     )
 
 
-def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | None]:
+def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | None, dict]:
     """Join the job's cluster inside a Ray job, else start a private single-node Ray.
 
-    Returns (started here, the private Ray's temp dir or None)."""
+    Returns (started here, the private Ray's temp dir or None, the runtime env of verl's actors)."""
     import logging
 
     import ray
@@ -313,13 +348,13 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
     runtime_env = OmegaConf.to_container(OmegaConf.merge(runtime_env, user_env))
     runtime_env.setdefault("env_vars", {}).update(env)
     if ray.is_initialized():
-        return False, None
+        return False, None, runtime_env
     quiet = {} if verbose else {"logging_level": logging.ERROR}
     address = os.environ.get("RAY_ADDRESS")
     if address and (inside_ray_job() or os.environ.get(JOIN_ENV) == address):
         # The job's log keeps everything (`rlvr logs`); `rlvr submit --follow` shows rlvr's lines of it.
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=True, **quiet)
-        return False, None
+        return False, None, runtime_env
     # Outside a job an exported RAY_ADDRESS was announced as ignored (ray_plan_note): keep it from
     # anything in this process that would read it.
     os.environ.pop("RAY_ADDRESS", None)
@@ -345,7 +380,7 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
     if int(local.num_gpus):
         kwargs["num_gpus"] = int(local.num_gpus)
     ray.init(**kwargs)
-    return True, temp_dir
+    return True, temp_dir, runtime_env
 
 
 def stop_private_ray(segments_before: set | None, log=log) -> None:
@@ -494,6 +529,42 @@ def _verl_task_runner(cfg):
     return TaskRunner
 
 
+def task_runner_in_driver(cfg) -> bool:
+    """rlvr.task_runner: `driver` runs verl's TaskRunner in this process (rlvr_cluster/in_driver_task_runner.py),
+    `actor` (the default) in verl's own Ray actor."""
+    where = str(cfg.rlvr.get("task_runner", "actor"))
+    if where not in ("actor", "driver"):
+        raise UserError(f"rlvr.task_runner must be `actor` or `driver`, not {where!r}")
+    return where == "driver"
+
+
+def _task_runner_class(cfg):
+    runner = _verl_task_runner(cfg)
+    if not task_runner_in_driver(cfg):
+        return runner
+    from rlvr_cluster.in_driver_task_runner import InDriverTaskRunner
+
+    return InDriverTaskRunner(runner)
+
+
+def _run_verl(cfg, runtime_env: dict, verbose: bool, output: Path) -> None:
+    """verl's own entry point, its TaskRunner in a Ray actor or (rlvr.task_runner: driver) in this process,
+    which then gets the environment verl's actors get and one torch thread like each of them."""
+    from verl.trainer.main_ppo import run_ppo
+
+    if not task_runner_in_driver(cfg):
+        run_ppo(cfg, task_runner_class=_task_runner_class(cfg))
+        return
+    for key, value in (runtime_env.get("env_vars") or {}).items():
+        os.environ.setdefault(str(key), str(value))
+    import torch
+
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    with contextlib.nullcontext() if verbose else output_to_file(output):
+        run_ppo(cfg, task_runner_class=_task_runner_class(cfg))
+
+
 def _root_cause(error: BaseException, ray_temp_dir: str | None = None) -> str:
     """The first cause of a failed run: an actor that died while it was created, else the exception
     that reached the driver (unwrapped from Ray's RayTaskError)."""
@@ -622,15 +693,13 @@ def run_training(
         from rlvr_cluster import shm
 
         segments_before = shm.present_segments()
-        started_ray, ray_temp_dir = _start_ray(cfg, env, verbose)
+        started_ray, ray_temp_dir, runtime_env = _start_ray(cfg, env, verbose)
         placement.on_joined_cluster(cfg, joined=not started_ray, log=log)  # the pool on a cluster, sized
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
         progress = Progress(attempt_log, total, resume_from, val_labels(cfg))
         progress.start()
-        from verl.trainer.main_ppo import run_ppo
-
         try:
-            run_ppo(cfg, task_runner_class=_verl_task_runner(cfg))
+            _run_verl(cfg, runtime_env, verbose, attempt_log.with_suffix(".log"))
         except KeyboardInterrupt:
             log(
                 f"interrupted; `rlvr train --run-dir {rd.path}` resumes from its latest checkpoint with the "

@@ -113,6 +113,22 @@ def test_the_server_process_never_imports_verl(tiny_model_dir):
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_process_holding_only_server_handles_never_imports_torch():
+    """Ray imports the module of an actor's class wherever a handle to it is unpickled: verl's load-balancer
+    actor (rlvr_cluster/slim_router.py, no torch of its own) holds every server's handle. torch at this
+    module's top would cost that process ~0.18 GiB."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import rlvr_cluster.hf_server;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'verl')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_requests_arriving_over_a_burst_are_decoded_in_a_few_batched_calls(tiny_model_dir, tokenizer):
     """verl's agent loop sends one request per sample, a few milliseconds apart: they must share decodes."""
     config = SimpleNamespace(prompt_length=32, response_length=4, seed=0)

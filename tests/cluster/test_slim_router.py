@@ -72,13 +72,21 @@ def test_the_module_imports_neither_verl_nor_torch():
 def test_the_cpu_recipe_names_the_packaged_router_and_a_missing_file_is_refused():
     from verl.utils.import_utils import load_class_from_fqn, resolve_config_path
 
+    from rlvr_cluster import slim_router
     from rlvr_launch import compose
     from rlvr_launch.cli import UserError
 
     path = compose.compose([]).actor_rollout_ref.rollout.router_config_path
     assert resolve_config_path(path) == path  # absolute: verl's TaskRunner reads it as is
     with open(path) as f:
+        assert load_class_from_fqn(yaml.safe_load(f)["router_class"], "router") is slim_router.IN_PROCESS
+    actor = compose.compose(["actor_rollout_ref.rollout.router_config_path=rlvr:slim_router.yaml"])
+    with open(actor.actor_rollout_ref.rollout.router_config_path) as f:
         assert load_class_from_fqn(yaml.safe_load(f)["router_class"], "router") is SlimLoadBalancer
+    with pytest.raises(UserError, match=r"in_process_router.yaml .*rlvr:slim_router.yaml"):
+        compose.compose(
+            ["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null", "reward.num_workers=1"]
+        )
     with pytest.raises(UserError, match="rlvr_cluster has no nope.yaml"):
         compose.compose(["actor_rollout_ref.rollout.router_config_path=rlvr:nope.yaml"])
     assert (
@@ -87,3 +95,38 @@ def test_the_cpu_recipe_names_the_packaged_router_and_a_missing_file_is_refused(
         ).actor_rollout_ref.rollout.router_config_path
         is None
     )
+
+
+def test_verls_router_plugin_builds_the_in_process_balancer_and_its_client_calls_work_without_ray():
+    """verl's own factory (rollout.router_config_path) gets the in-process balancer, no actor; verl's LLM
+    client's calls (awaited acquire and field declarations, fire-and-forget release) answer at once."""
+    import asyncio
+    import pickle
+    from pathlib import Path
+
+    import ray
+    from verl.workers.rollout.router import get_router_handle
+
+    from rlvr_cluster import slim_router
+
+    path = Path(slim_router.__file__).with_name("in_process_router.yaml")
+    lb = get_router_handle(servers={"a": "handle-a", "b": "handle-b"}, router_config_path=str(path))
+    assert isinstance(lb, slim_router.InProcessLoadBalancer) and not ray.is_initialized()
+
+    async def client():
+        acquire, release = await asyncio.gather(
+            lb.require_acquire_fields.remote(), lb.require_release_fields.remote()
+        )
+        assert acquire == release == []
+        first, handle = await lb.acquire_server.remote(request_id="r1")
+        assert handle == f"handle-{first}"
+        second, _ = await lb.acquire_server.remote(request_id="r2")
+        assert second != first  # the least loaded
+        assert (await lb.acquire_server.remote(request_id="r1"))[0] == first  # sticky
+        lb.release_server.remote(server_id=first)  # never awaited, as verl's client does
+        return first, second
+
+    first, second = asyncio.run(client())
+    assert lb.policy.get_status()["servers"] == {first: 1, second: 1}
+    with pytest.raises(TypeError, match="rlvr:slim_router.yaml"):
+        pickle.dumps(lb)

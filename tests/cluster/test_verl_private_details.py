@@ -298,3 +298,39 @@ def test_verls_distillation_asks_a_teacher_for_prompt_logprobs_and_reads_the_row
     assert "is_teacher_model=True" in launcher and "init_colocated(resource_pool)" in launcher
     sizing = inspect.getsource(DistillationTeacherModelConfig._validate_topk_logprobs)
     assert 'case "vllm"' in sizing and 'case "sglang"' in sizing and "NotImplementedError" in sizing
+
+
+def test_run_ppo_uses_its_task_runner_class_only_through_remote_and_run():
+    from verl.trainer import main_ppo
+
+    source = inspect.getsource(main_ppo.run_ppo)
+    for call in verl_private.RUN_PPO_TASK_RUNNER_CALLS:
+        assert call in source, call
+    # The signature, its docstring line and the two calls above: no other use the stand-in would miss.
+    assert source.count("task_runner_class") == 4
+
+
+def test_verls_task_runners_keep_their_undecorated_body_where_the_driver_finds_it():
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1
+    from verl.trainer.main_ppo_v0 import TaskRunner
+
+    for actor_class, name in ((TaskRunner, "TaskRunner"), (TaskRunnerV1, "TaskRunnerV1")):
+        assert isinstance(actor_class, ray.actor.ActorClass)
+        body = verl_private.task_runner_body(actor_class)
+        assert body.__name__ == name and callable(body.run)
+        assert not isinstance(body, ray.actor.ActorClass)
+    with pytest.raises(RuntimeError, match="rlvr.task_runner=actor"):
+        verl_private.task_runner_body(object())
+
+
+def test_verls_router_plugin_calls_an_actor_class_router_as_it_is_and_its_client_only_uses_remote():
+    from verl.workers.rollout import llm_server, router
+
+    source = inspect.getsource(router._create_plugin_extension)
+    for call in verl_private.ROUTER_PLUGIN_CALLS:
+        assert call in source, call
+    client = inspect.getsource(llm_server.LLMServerClient)
+    for call in verl_private.LB_CLIENT_CALLS:
+        assert call in client, call
+    assert client.count("self._load_balancer.") == len(verl_private.LB_CLIENT_CALLS)

@@ -203,6 +203,18 @@ def test_real_run_knocked_off_its_warm_start_gets_its_true_findings():
     assert findings["entropy_collapse"].numbers["ratio"] < 0.2
 
 
+def test_with_old_log_probs_from_the_rollout_the_entropy_trend_comes_from_the_update():
+    """verl's bypass mode (the CPU demo) skips the recomputation that logs actor/entropy; the update's
+    actor/entropy_loss (actor.calculate_entropy) carries the same trend, and the collapse is still found."""
+    rows = d.merged_rows(RUNS / "recorded_cpu_demo_grpo_lr3e-3")
+    for row in rows:
+        if d.ENTROPY in row:
+            row[d.ENTROPY_IN_UPDATE] = row.pop(d.ENTROPY)
+    assert not any(d.ENTROPY in r for r in rows)
+    findings = {f.name: f for f in d.diagnose(rows)}
+    assert findings["entropy_collapse"].numbers["ratio"] < 0.2
+
+
 # ---- issue 10, item 6: a finding needs the stall it explains; its patch runs on that experiment ---------
 
 

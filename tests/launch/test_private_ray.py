@@ -38,7 +38,7 @@ def test_a_tasks_worker_process_is_gone_soon_after_the_task(tiny_model_dir):
 
     assert not ray.is_initialized()
     cfg = compose.compose([f"actor_rollout_ref.model.path={tiny_model_dir}"])
-    started, temp_dir = train._start_ray(cfg, worker_env(cfg), verbose=False)
+    started, temp_dir, _ = train._start_ray(cfg, worker_env(cfg), verbose=False)
     try:
         assert started
 

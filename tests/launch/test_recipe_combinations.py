@@ -102,6 +102,25 @@ def test_a_composed_gpu_combination_gets_none_of_the_cpu_demo():
     demo = compose.compose([])
     assert demo.trainer.experiment_name == "cpu_demo" and demo.trainer.total_training_steps == 60
     assert demo.actor_rollout_ref.actor.optim.lr == pytest.approx(5e-4)
+    # The demo's debug-loop cuts (README, "The demo vs TRL") stay on the demo: old log-probs from the rollout,
+    # verl's TaskRunner in the driver, verifier actors only when an item needs one.
+    assert (
+        demo.algorithm.rollout_correction.bypass_mode and demo.actor_rollout_ref.rollout.calculate_log_probs
+    )
+    assert demo.rlvr.task_runner == "driver" and demo.reward.reward_kwargs.rlvr.pool.lazy_start
+    assert not cfg.algorithm.rollout_correction.bypass_mode and cfg.rlvr.task_runner == "actor"
+
+
+def test_old_log_probs_from_the_rollout_need_the_rollouts_log_probs():
+    with pytest.raises(UserError, match=r"bypass_mode=true .*calculate_log_probs=true"):
+        compose.compose(["actor_rollout_ref.rollout.calculate_log_probs=false"])
+    cfg = compose.compose(
+        [
+            "actor_rollout_ref.rollout.calculate_log_probs=false",
+            "algorithm.rollout_correction.bypass_mode=false",
+        ]
+    )
+    assert not cfg.algorithm.rollout_correction.bypass_mode
 
 
 # ---- DAPO's overlong buffer ------------------------------------------------------------------------
@@ -149,10 +168,18 @@ def test_scoring_in_the_trainers_process_needs_the_in_process_agent_loop():
     assert cfg.reward.num_workers == 0
     with pytest.raises(UserError, match=r"reward.num_workers=0 .*set reward.num_workers=1"):
         compose.compose(["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null"])
+    verls_manager = ["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null", "reward.num_workers=1"]
+    with pytest.raises(UserError, match=r"in_process_router.yaml .*rlvr:slim_router.yaml"):
+        compose.compose(verls_manager)  # the in-process router too needs the in-process agent loop
     cfg = compose.compose(
-        ["actor_rollout_ref.rollout.agent.agent_loop_manager_class=null", "reward.num_workers=1"]
+        [*verls_manager, "actor_rollout_ref.rollout.router_config_path=rlvr:slim_router.yaml"]
     )
     assert cfg.reward.num_workers == 1
+    # DAPO's v1 trainer keeps verl's agent-loop workers in actors: its router is the actor variant.
+    dapo = compose.compose(["algo=dapo"])
+    assert dapo.trainer.use_v1 and dapo.actor_rollout_ref.rollout.router_config_path.endswith(
+        "/slim_router.yaml"
+    )
 
 
 def test_batches_that_do_not_divide_are_refused():

@@ -81,6 +81,12 @@ def test_a_short_run_leaves_finite_metrics_changed_weights_and_a_curve(tmp_path,
         assert 0.0 <= row["critic/score/mean"] <= 1.0
     assert (run_dir / "reward_curve.png").stat().st_size > 1000
     assert (run_dir / "config.yaml").exists()
+    # verl's TaskRunner ran in the `rlvr train` process (rlvr.task_runner: driver on the cpu platform): its
+    # own output went to the attempt's log, not to the terminal (an actor's would be in Ray's logs only).
+    verl_output = (run_dir / "attempts" / "1.log").read_text()
+    assert "TaskRunner hostname" in verl_output and "TaskRunner hostname" not in out.stdout + out.stderr
+    # Old log-probs from the rollout (verl's bypass mode): no recomputation phase; entropy from the update.
+    assert all("timing_s/old_log_prob" not in r and math.isfinite(r["actor/entropy_loss"]) for r in rows)
     trained = _actor_weights(run_dir / "checkpoints" / "global_step_3")
     initial = load_file(str(tiny_model_dir / "model.safetensors"))
     moved = {k: float((trained[k] - initial[k].float()).abs().max()) for k in initial if k in trained}
@@ -135,10 +141,13 @@ def test_kill_and_resume_continues_at_the_right_step(tmp_path, ray_root):
 
 
 def test_two_runs_at_once_do_not_disturb_each_other(tmp_path, ray_root):
+    # Run b also recomputes the old log-probs with the actor (the demo takes the rollout's): verl then logs
+    # how far the hf rollout's log-probs are from the actor's, which is what makes the bypass exact.
+    recompute = ["algorithm.rollout_correction.bypass_mode=false"]
     cmds = [
         [sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL, "trainer.total_training_steps=2",
-         "--run-dir", str(tmp_path / name)]
-        for name in ("a", "b")
+         *extra, "--run-dir", str(tmp_path / name)]
+        for name, extra in (("a", []), ("b", recompute))
     ]  # fmt: skip
     procs = [
         subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(ray_root))
@@ -149,6 +158,42 @@ def test_two_runs_at_once_do_not_disturb_each_other(tmp_path, ray_root):
         assert proc.returncode == 0, output[-3000:]
     for name in ("a", "b"):
         assert [r["training/global_step"] for r in _rows(tmp_path / name)] == [1, 2]
+    for row in _rows(tmp_path / "b"):
+        assert row["timing_s/old_log_prob"] > 0
+        # The rollout's log-probs are the old policy's: the same fp32 weights, synced before the step.
+        assert row["training/rollout_probs_diff_max"] < 1e-4, row["training/rollout_probs_diff_max"]
+        assert row["training/rollout_actor_probs_pearson_corr"] > 0.9999
+
+
+def test_ctrl_c_stops_the_run_at_once_and_says_how_to_resume(tmp_path, ray_root):
+    """verl's TaskRunner runs in the `rlvr train` process on the cpu platform: Ctrl-C must still stop it
+    wherever verl is (its asyncio loops included), clean up, and say how to resume."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL, "trainer.total_training_steps=50",
+           "--run-dir", str(run_dir)]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(ray_root),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "step 2/50" in line:
+            break
+    else:
+        pytest.fail("".join(lines)[-3000:])
+    interrupted = time.time()
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, "".join(lines)[-2000:] + rest[-3000:]
+    assert time.time() - interrupted < 60
+    assert "interrupted; `rlvr train --run-dir" in rest
+    assert "step 50/50" not in rest
+    assert rest.strip().splitlines()[-1] == str(run_dir.resolve())
 
 
 def test_a_run_directory_in_use_is_refused_at_once(tmp_path, ray_root):

@@ -409,3 +409,22 @@ def test_real_math_and_code_verifiers_in_one_mixed_batch(local_ray):
         assert "landlock_fs" in again.isolation["code"]["layers"]
     finally:
         pool.shutdown()
+
+
+@pytest.mark.slow
+def test_a_lazy_pool_starts_its_actors_only_for_the_first_item_it_must_ship(local_ray):
+    import ray
+
+    pool = make_pool("t-lazy", num_actors=1, lazy_start=True)
+    try:
+        exact = pool.verify("math", [Item(response=str(v), ground_truth=str(v)) for v in range(20)])
+        assert [v.status for v in exact.verdicts] == [OK] * 20
+        assert exact.metrics["math"].quick == 20 and exact.metrics["math"].calls == 0
+        with pytest.raises(ValueError):
+            ray.get_actor("t-lazy-0")  # every item was decided in this process: no actor was started
+        shipped = pool.verify("pool_test_echo", echo_items([(1, 1), (2, 3)]))
+        assert [v.status for v in shipped.verdicts] == [OK, WRONG]
+        assert shipped.metrics["pool_test_echo"].calls >= 1
+        assert ray.get_actor("t-lazy-0") is not None
+    finally:
+        pool.shutdown()

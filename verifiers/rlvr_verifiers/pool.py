@@ -135,6 +135,14 @@ class PoolConfig:
         default=300.0,
         metadata={"help": "Hard bound on one verify() call; unfinished items get `timeout`."},
     )
+    lazy_start: bool = field(
+        default=False,
+        metadata={
+            "help": "Start the actors when the first item no quick check decided is to be shipped (that "
+            "verify() call waits for them, its time bound extended by the wait), not when the pool is "
+            "created: a run whose items the caller's quick checks all decide never starts one."
+        },
+    )
     quick_in_caller: bool = field(
         default=True,
         metadata={
@@ -464,7 +472,8 @@ class VerifierPool:
         self._isolation: dict[str, Any] = {}  # verifier -> its report (None: it has none)
         self._isolation_asked: dict[str, tuple[Any, float]] = {}  # verifier -> (ObjectRef, when asked)
         self._actor_cls = None
-        if start:
+        self._started = False  # start() called: actors exist or are (re)created
+        if start and not self.config.lazy_start:
             self.start()
 
     # -- actors --------------------------------------------------------------------------------------
@@ -518,6 +527,7 @@ class VerifierPool:
         if not ray.is_initialized():
             raise PoolError("Ray is not initialised: call ray.init() (or use `rlvr score`) before the pool")
         self._check_resources()
+        self._started = True
         deadline = time.monotonic() + self.config.start_timeout_s
         failures, last_error = 0, ""
         while True:
@@ -580,6 +590,8 @@ class VerifierPool:
 
     def _revive(self) -> None:
         """Recreate dead actors whose name Ray has released, or adopt one another process recreated."""
+        if not self._started:
+            return  # a lazy pool before its first shipped item (PoolConfig.lazy_start)
         with self._lock:
             for slot in self._slots:
                 if slot.handle is not None:
@@ -693,6 +705,10 @@ class VerifierPool:
                 break
             if unscreened:
                 screen(_SCREEN_SLICE_S)
+            if (suspects or pending or fresh) and not self._started:
+                began = time.monotonic()
+                self.start()  # a lazy pool: the first item to ship (PoolConfig.lazy_start)
+                batch_deadline += time.monotonic() - began
             # Dispatch as much as backpressure allows: suspects first, each to an idle actor; while one
             # waits for an idle actor, nothing else is sent (so the busy actors drain).
             self._revive()
