@@ -132,8 +132,8 @@ def test_the_stage_refuses_a_missing_teacher_or_another_tokenizer_before_trainin
 
 # --- slow: the stage runs verl's distillation with the hf teacher -----------------------------------------
 
-# Every training prompt in each step (80 rows = one batch = one mini-batch: the step's loss is computed at
-# the starting weights), and top_k=1 sampling (the student's greedy response, with log-probs at
+# Every training prompt in each step (a training file of 80 rows, `_first_rows`: one batch = one mini-batch,
+# so the step's loss is computed at the starting weights), and top_k=1 sampling (the student's greedy response, with log-probs at
 # temperature 1): what each sampled token's k1 must be is then known without the run.
 QUICK = [
     "trainer.val_before_train=false",
@@ -187,8 +187,19 @@ def _expected_k1(student: Path, teacher: Path, config: dict) -> list[float]:
     return values
 
 
+def _first_rows(rlvr_cache: Path, out: Path, n: int = 80) -> Path:
+    """The first n rows of the addition task's training file (it has 800), as a file of their own."""
+    import pyarrow.parquet as pq
+
+    from rlvr_launch import embedded
+
+    table = pq.read_table(embedded.ensure_addition_data(rlvr_cache / "data") / "train.parquet")
+    pq.write_table(table.slice(0, n), out)
+    return out
+
+
 @pytest.mark.slow
-def test_the_distill_stage_trains_the_student_on_the_teachers_log_probs(pair, tmp_path):
+def test_the_distill_stage_trains_the_student_on_the_teachers_log_probs(pair, tmp_path, rlvr_cache):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -201,7 +212,12 @@ def test_the_distill_stage_trains_the_student_on_the_teachers_log_probs(pair, tm
         "distill",
         tmp_path / "on_policy",
         inputs={"model": str(student), "teacher": str(teacher)},
-        overrides=[*QUICK, "trainer.total_training_steps=2", "trainer.save_freq=2"],
+        overrides=[
+            *QUICK,
+            f"data.train_files={_first_rows(rlvr_cache, tmp_path / 'train80.parquet')}",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=2",
+        ],
         log=lambda _m: None,
     )
     stage.dir.mkdir()
