@@ -157,7 +157,7 @@ class VLLMServer:
         self._connected_here = not ray.is_initialized()
         self._segments_before = shm.present_segments()
         try:
-            self._started_ray, self._ray_temp_dir = train._start_ray(self.cfg, env, self.verbose)
+            self._started_ray, self._ray_temp_dir, _ = train._start_ray(self.cfg, env, self.verbose)
         except Exception as e:  # noqa: BLE001 - Ray's own start-up errors (ports, socket paths, memory)
             raise UserError(
                 f"the private Ray for verl's vLLM server did not start: {type(e).__name__}: {e}"

@@ -32,6 +32,9 @@ SMALL = [
     "actor_rollout_ref.rollout.n=4",
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=1",
+    # The actor recomputes the old log-probs (the demo takes them from the rollout): verl then logs the
+    # rollout/actor gap each step, the measure of the weight sync these tests check.
+    "algorithm.rollout_correction.bypass_mode=false",
     "trainer.val_before_train=false",
     "trainer.test_freq=-1",
     "trainer.save_freq=-1",
