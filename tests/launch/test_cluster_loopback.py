@@ -196,6 +196,9 @@ FSDP_STEPS = [
     "trainer.test_freq=2",
     "trainer.val_before_train=true",
     "actor_rollout_ref.actor.optim.lr=1e-4",
+    # The actor recomputes the old log-probs (the demo takes them from the rollout): the rollout/actor
+    # gap verl then logs, and the entropy of that pass, are what this comparison reads.
+    "algorithm.rollout_correction.bypass_mode=false",
 ]
 
 
