@@ -14,9 +14,10 @@ locally and deterministically (nothing is downloaded), cached under the rlvr cac
   (the single-digit task before it had 100 facts, 20 held out: s.e. 0.11, and no rule to carry over).
   Validation also scores 200 of the training sums greedily, under their own data source
   `addition_trained` (a folder of its own), so the picture shows both lines on the same scale.
-- Warm start (the R1 recipe's cold start, in miniature): a few seconds of supervised training on the
-  answer format until greedy accuracy on the training pairs reaches `warm_start_target` (0.5 by
-  default). It teaches the format and half the facts; the RL phase is what raises the reward
+- Warm start (the R1 recipe's cold start, in miniature): about a minute (500 steps, one thread) of
+  supervised training on the answer format until greedy accuracy on the fixed sample of training pairs
+  (`validated_train_pairs`) reaches `warm_start_target` (0.5 by default). It teaches the format and half
+  the sums; the RL phase is what raises the reward
   further, which is what the demo shows.
 
 Every artefact's folder name carries a hash of everything that determines it, so a changed spec
@@ -61,7 +62,8 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 # Bump when the build code changes in a way the spec fields do not capture.
 # 3: the chat template gained Qwen3's thinking modes (default rendering unchanged, same weights).
-# 4: greedy accuracy decoded in batches (one forward pass per token for all prompts of a length).
+# 4: greedy accuracy decoded in batches (one forward pass per token for all prompts of a length), and
+#    builds pinned to one torch thread.
 _BUILD_VERSION = 4
 
 
