@@ -362,24 +362,23 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
     # A short private temp dir: Ray's unix sockets have a path-length limit, and another Ray on this
     # machine keeps its own. Removed after the run (after its worker logs were read for a failure).
     temp_dir = tempfile.mkdtemp(prefix="rlvr-ray-", dir=os.environ.get("RLVR_RAY_TMPDIR_ROOT", "/tmp"))
-    kwargs = {
-        "address": "local",
-        "include_dashboard": False,
-        "runtime_env": runtime_env,
-        "log_to_driver": verbose,
-        "_temp_dir": temp_dir,
-        "resources": {str(local.verifier_resource): float(local.verifier_slots)},
-        **quiet,
+    from rlvr_launch import ray_head
+
+    ray_head.start(
+        temp_dir=temp_dir,
+        num_cpus=int(local.num_cpus) or None,
+        num_gpus=int(local.num_gpus) or None,
+        resources={str(local.verifier_resource): float(local.verifier_slots)},
         # No idle workers prestarted per logical CPU: verl's actors carry a runtime_env and never reuse
         # them (~100 MiB each, idle for the whole run). And none kept after a task: verl runs one task at
         # start-up (get_master_addr_port), whose worker Ray would otherwise keep idle for the whole run.
-        "_system_config": {"prestart_worker_first_driver": False, "num_workers_soft_limit": 0},
-    }
-    if int(local.num_cpus):
-        kwargs["num_cpus"] = int(local.num_cpus)
-    if int(local.num_gpus):
-        kwargs["num_gpus"] = int(local.num_gpus)
-    ray.init(**kwargs)
+        system_config={"prestart_worker_first_driver": False, "num_workers_soft_limit": 0},
+        # Without --verbose no worker's print reaches the driver, so the process forwarding them is left
+        # out (and the autoscaler monitor always: ray_head's doc has the figures).
+        log_monitor=verbose,
+        runtime_env=runtime_env,
+        logging_level=logging.INFO if verbose else logging.ERROR,
+    )
     return True, temp_dir, runtime_env
 
 
@@ -394,7 +393,12 @@ def stop_private_ray(segments_before: set | None, log=log) -> None:
     # vLLM's queues, verl's weight buffers: SIGKILL leaves them; a crashed worker's are unheld.
     segments = shm.held_segments() | (shm.present_segments() - (segments_before or set()))
     processes = shm.run_processes()
-    ray.shutdown()
+    from rlvr_launch import ray_head
+
+    if ray_head.running():
+        ray_head.stop()
+    else:
+        ray.shutdown()
     if killed := shm.kill_survivors(processes):
         log(f"stopped {len(killed)} processes of the run that outlived Ray's shutdown")
     if removed := shm.remove_segments(segments):
