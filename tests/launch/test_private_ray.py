@@ -120,9 +120,11 @@ def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_proce
         assert "gcs_server" in scripts and "raylet" in scripts, scripts
         assert ray_head.AUTOSCALER_MONITOR not in scripts, "the autoscaler monitor runs on a one-machine Ray"
         assert (ray_head.LOG_MONITOR in scripts) == verbose, scripts
-        # the head is a working cluster with the verifier pool's resource and the recipe's CPUs
+        # the head is a working cluster with the verifier pool's resource
         resources = ray.cluster_resources()
-        assert resources[str(cfg.rlvr.local_ray.verifier_resource)] == float(cfg.rlvr.local_ray.verifier_slots)
+        assert resources[str(cfg.rlvr.local_ray.verifier_resource)] == float(
+            cfg.rlvr.local_ray.verifier_slots
+        )
 
         @ray.remote(num_cpus=0)
         def square(x: int) -> int:
@@ -132,6 +134,8 @@ def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_proce
     finally:
         train.stop_private_ray(set())
     assert not ray.is_initialized() and not ray_head.running()
-    left = [pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    left = [
+        pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    ]
     assert left == [], [tree[pid] for pid in left]
     shutil.rmtree(temp_dir, ignore_errors=True)
