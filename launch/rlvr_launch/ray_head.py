@@ -59,7 +59,10 @@ def start(
     if _head is not None:
         raise RuntimeError("rlvr's private Ray head is already running in this process; stop() it first")
     # What ray.init does before it starts a new cluster: token auth on by default for a local cluster
-    # (a token is created if none exists), and no usage stats.
+    # (a token is created if none exists), and no usage stats. Ray's logger gets the driver's level first,
+    # as ray.init sets it before this step: else a quiet run prints Ray's "token authentication is
+    # enabled" warning.
+    logging.getLogger("ray").setLevel(logging_level)
     enable_token_auth_by_default()
     ensure_token_if_auth_enabled(system_config, create_token_if_missing=True)
     usage_lib.set_usage_stats_enabled_via_env_var(False)

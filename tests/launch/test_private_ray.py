@@ -102,7 +102,9 @@ def test_ray_still_starts_a_head_the_way_ray_head_mirrors():
 
 @pytest.mark.slow  # starts a private Ray head twice: ~30 s
 @pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "verbose"])
-def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_process(tiny_model_dir, verbose):
+def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_process(
+    tiny_model_dir, verbose, capfd
+):
     import psutil
     import ray
 
@@ -114,6 +116,9 @@ def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_proce
     started, temp_dir, _ = train._start_ray(cfg, worker_env(cfg), verbose=verbose)
     try:
         assert started and ray_head.running()
+        if not verbose:  # a quiet start prints none of Ray's warnings (--verbose shows them)
+            captured = capfd.readouterr()
+            assert "WARNING" not in captured.out + captured.err, captured
         tree = _tree()
         scripts = " | ".join(tree.values())
         # the head is this driver's child tree, so a run's process-tree RSS counts all of it
