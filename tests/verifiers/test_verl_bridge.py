@@ -149,13 +149,13 @@ def verl_config(tokenizer_dir: Path, pool_name: str):
         )
 
 
-def data_proto(tokenizer, samples):
+def data_proto(tokenizer, samples, response_len: int = 48):
     """A batch shaped like verl's: left-padded prompts, right-padded responses, one mask over both."""
     import numpy as np
     import torch
     from verl import DataProto
 
-    prompt_len, response_len = 8, 48
+    prompt_len = 8
     prompts, responses, masks = [], [], []
     for s in samples:
         p = tokenizer.encode("Q:", add_special_tokens=False)[-prompt_len:]
@@ -239,6 +239,36 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
     assert batcher.items_sent == 5 and batcher.batches_sent < 5
     m = step_metrics({k: [o["reward_extra_info"][k] for o in outputs] for k in EXTRA_KEYS})
     assert m["rlvr/math/pass_rate"] == pytest.approx(2 / 3) and m["rlvr/unrouted/invalid_inputs"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_long_response_decoded_off_the_event_loop_gets_the_short_ones_verdict(local_ray, tokenizer_dir):
+    """Responses up to INLINE_DECODE_MAX_TOKENS are decoded on the event loop, longer ones in a thread:
+    the same answer after a long preamble gets the same verdict either way."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    worker = RewardLoopWorker(verl_config(tokenizer_dir, "t-bridge"))
+    tokenizer = worker.input_tokenizer
+    preamble = "Adding the tens first, then the units, and checking the carry once more. " * 40
+    long_tokens = len(tokenizer.encode(preamble, add_special_tokens=False))
+    assert long_tokens > verl_bridge.INLINE_DECODE_MAX_TOKENS  # else the thread path is not exercised
+    samples = [
+        {"data_source": "openai/gsm8k", "response": r"so the total is \boxed{72}", "ground_truth": "72"},
+        {
+            "data_source": "openai/gsm8k",
+            "response": preamble + r"so the total is \boxed{72}",
+            "ground_truth": "72",
+        },
+        {
+            "data_source": "openai/gsm8k",
+            "response": preamble + r"so the total is \boxed{27}",
+            "ground_truth": "72",
+        },
+    ]
+    data = data_proto(tokenizer, samples, response_len=long_tokens + 32)
+    outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
+    assert [o["reward_score"] for o in outputs] == [1.0, 1.0, 0.0]
+    assert [o["reward_extra_info"]["rlvr_status"] for o in outputs] == [OK, OK, WRONG]
 
 
 @pytest.mark.slow

@@ -306,6 +306,10 @@ def special_tag_ids(tokenizer: Any, tags: reasoning.Tags | None) -> dict[int, st
     return out
 
 
+# Responses up to this many tokens are decoded on the event loop, longer ones in a thread (see _score_single).
+INLINE_DECODE_MAX_TOKENS = 512
+
+
 def decode_response(tokenizer: Any, ids: Sequence[int], keep: dict[int, str]) -> str:
     """`tokenizer.decode(ids, skip_special_tokens=True)`, except that the tokens in `keep` (reasoning
     tags registered as special tokens) stay in the text as their tag."""
@@ -491,21 +495,27 @@ class RlvrRewardManager(RewardManagerBase):
 
     async def run_single(self, data: DataProto) -> dict:
         """The sample's verdict (`_score_single`), plus the thinking budget loop's columns."""
-        answer = await self._score_single(data)
-        answer["reward_extra_info"].update(self._thinking_info(data[-1:][0].non_tensor_batch))
+        # Multi-sequence outputs: the last sequence is scored, as in verl's managers. Indexed once: each
+        # DataProto index builds a new item (256 samples a step on the CPU demo).
+        data_item = data[len(data) - 1]
+        answer = await self._score_single(data_item)
+        answer["reward_extra_info"].update(self._thinking_info(data_item.non_tensor_batch))
         return answer
 
-    async def _score_single(self, data: DataProto) -> dict:
-        data = data[-1:]  # multi-sequence outputs: the last sequence is scored, as in verl's managers
-        data_item = data[0]
+    async def _score_single(self, data_item) -> dict:
         response_ids = data_item.batch["responses"]
         response_length = response_ids.shape[-1]
-        valid_length = data_item.batch["attention_mask"][-response_length:].sum()
-        valid_ids = response_ids[:valid_length]
-        # The running loop, not self.loop: verl's managers assume they run on the loop they were built on.
-        response = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: decode_response(self.tokenizer, valid_ids.tolist(), self._keep_ids)
-        )
+        valid_length = int(data_item.batch["attention_mask"][-response_length:].sum())
+        valid_ids = response_ids[:valid_length].tolist()
+        if valid_length <= INLINE_DECODE_MAX_TOKENS:
+            # A short response decodes in microseconds: a thread-pool round trip would cost more.
+            response = decode_response(self.tokenizer, valid_ids, self._keep_ids)
+        else:
+            # A long one off the event loop, which the other samples' coroutines share. The running loop,
+            # not self.loop: verl's managers assume they run on the loop they were built on.
+            response = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: decode_response(self.tokenizer, valid_ids, self._keep_ids)
+            )
         no_region = reasoning.split(response, self.reasoning_tags, self.think_prefilled).answer is None
         ntb = data_item.non_tensor_batch
         data_source = _scalar(ntb.get("data_source"))
