@@ -185,6 +185,7 @@ def _mounts(template: dict) -> dict[str, str]:
     return {m["mountPath"]: m["name"] for m in template["spec"]["containers"][0].get("volumeMounts", [])}
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_verl_cannot_land_on_verifier_pods(rendered):
     """verl spreads its agent/reward-loop workers over every node with CPUs; verifier pods have none for Ray."""
     name, resources = rendered

@@ -59,6 +59,7 @@ def _hadolint() -> str:
     return found
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_hadolint_passes():
     out = subprocess.run(
         [_hadolint(), str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False

@@ -15,6 +15,7 @@ import transfer_queue  # noqa: F401
 from rlvr_cluster import dynamic_sampling as ds
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_verl_sampler_still_has_the_overridden_shape():
     ds.check_verl_contract()
 

@@ -51,6 +51,7 @@ def _reference_logprobs(model, prompt: list[int], tokens: list[int], temperature
     return [float(logp[i, t]) for i, t in enumerate(tokens)]
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_greedy_batch_equals_one_by_one_despite_left_padding(server, tokenizer):
     prompts = [_prompt(tokenizer, t) for t in ("3+4=", "12+9=", "1+1=", "what is 7+8?")]
     greedy = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
@@ -98,6 +99,7 @@ def test_weights_the_model_does_not_have_are_rejected(server):
         server.load_weights([("model.no_such_layer.weight", torch.zeros(2))])
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_the_server_process_never_imports_verl(tiny_model_dir):
     """The server is a Ray actor of its own: importing verl there would cost ~160 MiB of memory."""
     import subprocess

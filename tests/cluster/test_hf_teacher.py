@@ -84,6 +84,7 @@ def test_topk_rows_are_the_k_most_likely_tokens_most_likely_first(teacher, refer
     assert out.token_ids == [int(_prefix_distribution(reference_model, sequence, len(sequence) - 1).argmax())]
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_the_reply_matches_what_verls_vllm_teacher_extracts_from_the_same_distributions(
     reference_model, sequence
 ):

@@ -84,6 +84,7 @@ def test_a_python_image_for_one_target_is_caught(stages):
     assert _ubuntu_release(stages["trainer"]["image"]) == _ubuntu_release(stages["verifier"]["image"])
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_trainer_has_flash_attention_at_verls_pin(stages):
     from rlvr_launch.compose import compose
 

@@ -133,6 +133,7 @@ def test_every_overlay_is_rendered():
     assert {"gpu", "cpu-smoke", "gpu-gvisor"} <= set(OVERLAYS)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_kuberay_resources_validate_against_the_crds(rendered, crd_schemas):
     name, resources = rendered
     kinds = [r["kind"] for r in resources if r["kind"] in CRD_FILES]

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = r"""
 import json, torch.distributed as dist
 import verl  # loads the verl.plugins entry points, as in every Ray worker
@@ -42,6 +44,7 @@ def _probe(extra_env: dict[str, str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_cpu_platform_and_hf_rollout_are_registered_in_a_fresh_process():
     info = _probe({"VERL_PLATFORM": "cpu"})
     assert "cpu" in info["registered_platforms"]
@@ -56,6 +59,7 @@ def test_cpu_platform_and_hf_rollout_are_registered_in_a_fresh_process():
     assert info["ref_offload_pins"] is False
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_cpu_platform_is_never_auto_detected():
     """Without VERL_PLATFORM=cpu a machine keeps verl's own platform and no torch wrapper is installed."""
     info = _probe({})

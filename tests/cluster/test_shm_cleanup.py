@@ -6,6 +6,8 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 from rlvr_cluster import shm
 
 # Creates a segment the way Python's SharedMemory does (a file in /dev/shm, mapped), then either exits
@@ -63,6 +65,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_process_of_the_run_that_outlives_its_worker_is_stopped():
     worker = subprocess.Popen(
         [sys.executable, "-c", ORPHANING_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True

@@ -69,6 +69,7 @@ def test_the_module_imports_neither_verl_nor_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_the_cpu_recipe_names_the_packaged_router_and_a_missing_file_is_refused():
     from verl.utils.import_utils import load_class_from_fqn, resolve_config_path
 

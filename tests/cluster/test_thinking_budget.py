@@ -274,6 +274,7 @@ def thinking_model_dir(tiny_model_dir, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_block_closed_within_the_budget_is_the_single_turn_loops_output(thinking_model_dir, tokenizer):
     config = SimpleNamespace(prompt_length=PROMPT_LEN, response_length=RESPONSE_LEN, seed=0)
     model_config = SimpleNamespace(path=str(thinking_model_dir), local_path=None, tokenizer=None)

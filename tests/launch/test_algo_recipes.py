@@ -93,6 +93,7 @@ def test_every_algorithm_file_is_covered():
     assert sorted(compose.group_entries("algo")) == sorted(ALGOS)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.parametrize("name", ALGOS)
 def test_algorithm_resolves_to_its_papers_verl_keys(composed, name):
     from omegaconf import OmegaConf

@@ -37,6 +37,7 @@ def test_default_experiment_is_the_cpu_demo_with_fsdp2_reference_and_kl():
     assert cfg.reward.reward_manager.name == "rlvr"
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_group_overrides_replace_the_experiments_choice():
     assert compose.compose(["algo=rloo"]).algorithm.adv_estimator == "rloo"
 
@@ -76,6 +77,7 @@ def test_cli_errors_are_one_line_without_a_traceback():
     assert "unknown experiment 'nope'" in out.stderr
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_resolve_prints_the_full_verl_config():
     import yaml
 
@@ -115,6 +117,7 @@ def test_micro_batches_that_do_not_divide_the_batch_are_caught_before_training()
     assert "=12" in message
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_dynamic_sampling_on_the_legacy_trainer_is_refused():
     """verl's legacy trainer silently ignores algorithm.filter_groups."""
     with pytest.raises(UserError, match="set trainer.use_v1=true"):

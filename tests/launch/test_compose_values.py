@@ -74,6 +74,7 @@ def test_values_in_range_still_compose(override, composed):
     compose._check_values(cfg)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_train_with_a_bad_value_exits_2_in_one_line_and_leaves_no_run_directory(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run(

@@ -210,6 +210,7 @@ def test_missing_local_source_names_the_path(tmp_path):
         data.prepare("gsm8k", tmp_path, str(tmp_path / "nope.jsonl"))
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_unreachable_hub_fails_with_the_local_file_fix(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     out = subprocess.run(

@@ -243,6 +243,7 @@ def test_groups_that_all_scored_zero_are_all_wrong_never_all_right():
     assert d.step_metrics_from_rollouts(full)[d.ALL_WRONG] == 0.0
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_the_recommended_dapo_patch_composes_and_validates_on_the_cpu_demo(tmp_path):
     """On the CPU demo (4-token responses) the printed algo=dapo command composes and validates for this
     run: the overlong buffer is sized from the response length (recipe_checks), never 4096 >= 4."""

@@ -148,6 +148,7 @@ def test_difficulty_buckets():
 # --- on the tiny model ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_eval_greedy_pass_at_1_equals_the_independent_greedy_accuracy_of_the_build(tiny_model_dir):
     """pass@1 through the hf rollout server + math verifier equals the greedy accuracy the embedded build
     measured with its own decoding loop on the same 200 held-out prompts."""
@@ -176,6 +177,7 @@ def test_eval_and_sample_refuse_bad_input_with_a_clear_error(tiny_model_dir, tmp
         sample.sample(str(tiny_model_dir), "addition", 2, tmp_path / "o", mix_ratio=0.5)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_sample_writes_verl_sft_data_with_provenance_and_a_mix(tiny_model_dir, tmp_path):
     general = tmp_path / "general.jsonl"
     with open(general, "w") as f:
@@ -256,6 +258,7 @@ def test_a_verifier_that_raises_gives_each_of_its_responses_a_counted_failure_no
 # --- which server generates (--rollout) ------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_the_rollout_defaults_to_the_platforms_own_and_vllm_gets_the_recipes_vllm_settings():
     from omegaconf import OmegaConf
 
@@ -297,6 +300,7 @@ def test_eval_and_sample_take_rollout_hf_or_vllm_and_nothing_else(capsys):
     assert "invalid choice: 'sglang'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_rollout_vllm_without_vllm_installed_is_refused_naming_the_install(
     tiny_model_dir, monkeypatch, capsys
 ):

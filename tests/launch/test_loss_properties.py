@@ -166,6 +166,7 @@ def test_verl_default_sum_norm_scales_with_padded_width(batch, extra_width):
     assert not torch.allclose(grad_wide, grad_tight)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.parametrize("loss_agg_mode", MODES)
 @settings(max_examples=30, deadline=None)
 @given(batch=batches(min_seqs=2, max_seqs=5), data=st.data())

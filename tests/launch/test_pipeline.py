@@ -107,6 +107,7 @@ def test_stage_args_are_set_from_the_command_line_and_change_the_stage_key(recip
     assert (run_dir / "stages" / "02-c" / "out.txt").read_text() == "a(7)b(0)c(0)"
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_sample_stage_that_keeps_nothing_stops_the_pipeline_with_the_fix(rlvr_cache, monkeypatch, tmp_path):
     # The base model never writes a think block, so the think-format filter keeps none of its responses.
     monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path / "data"))
@@ -174,6 +175,7 @@ def test_shipped_pipelines_load_and_say_how_to_run_them(name):
     assert text.startswith("# Pipeline") and f"rlvr pipeline {name}" in text
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.parametrize("name,rubrics", [("r1", [None, "r1"]), ("r1_zero", ["r1_zero"])])
 def test_rl_stages_of_the_r1_pipelines_compose_with_the_rubric_their_reward_needs(name, rubrics):
     """Each rl stage's overrides compose into a valid verl config (what `rlvr train` will run), and the
@@ -311,6 +313,7 @@ def test_sft_stage_gets_the_epochs_its_step_count_needs_and_refuses_a_set_below_
         stages._sft_epochs([*base, "data.train_batch_size=64"], data, "sft")
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_eval_and_sample_stages_take_the_rollout_from_their_args(tiny_model_dir, tmp_path):
     """args.rollout (`STAGE:args.rollout=vllm` on the command line) reaches rlvr eval / sample as --rollout
     does; unset, the platform's own (hf on the cpu platform). The hf path runs here; vLLM's is the same

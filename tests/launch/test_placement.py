@@ -192,6 +192,7 @@ def test_job_parses_prepare_data():
 # ---- resume --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_resume_is_refused_when_the_model_or_algorithm_changed(tmp_path, cfg):
     stored = tmp_path / "config.yaml"
     OmegaConf.save(cfg, stored, resolve=True)

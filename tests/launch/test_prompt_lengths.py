@@ -63,6 +63,7 @@ def test_a_partial_drop_is_counted_and_truncation_error_is_refused():
     assert datacheck.check_prompt_lengths("train.parquet", [100, 200], 256, True, "error") is None
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_train_refuses_countdown_prompts_over_the_limit_before_ray_starts(converted, rlvr_cache, tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run(
@@ -89,6 +90,7 @@ def test_train_refuses_countdown_prompts_over_the_limit_before_ray_starts(conver
     assert not run_dir.exists(), "nothing ran: no run directory is left behind"
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_train_refuses_a_training_set_smaller_than_one_batch(converted, rlvr_cache, tmp_path):
     """verl's training dataloader drops an incomplete batch: 3 rows with the demo's 32-prompt batch
     would train on nothing."""

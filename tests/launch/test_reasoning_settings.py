@@ -91,6 +91,7 @@ def test_a_bad_flag_is_a_one_line_error_before_any_ray_starts(tmp_path, capsys, 
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_every_task_recipe_sets_the_default_pair_and_a_bad_one_is_refused_at_compose():
     for task in ("addition", "gsm8k", "math", "countdown", "code", "tool_use"):
         cfg = compose.compose([f"task={task}"], check=False)

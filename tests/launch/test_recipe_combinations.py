@@ -84,12 +84,14 @@ def test_the_documents_hold_gpu_commands_to_check():
     assert len(gpu) >= 8, DOCUMENTED
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.parametrize("label,overrides", DOCUMENTED, ids=[c for c, _ in DOCUMENTED])
 def test_documented_command_gets_settings_fit_for_it(label, overrides):
     cfg = compose.compose(overrides)
     _assert_fit(cfg, label)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_composed_gpu_combination_gets_none_of_the_cpu_demo():
     cfg = compose.compose(["platform=gpu", "model=qwen2_5_0_5b_instruct", "task=gsm8k", "algo=grpo"])
     assert cfg.trainer.experiment_name == "gsm8k_qwen2_5_0_5b_instruct_grpo"
@@ -111,6 +113,7 @@ def test_a_composed_gpu_combination_gets_none_of_the_cpu_demo():
     assert not cfg.algorithm.rollout_correction.bypass_mode and cfg.rlvr.task_runner == "actor"
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_old_log_probs_from_the_rollout_need_the_rollouts_log_probs():
     with pytest.raises(UserError, match=r"bypass_mode=true .*calculate_log_probs=true"):
         compose.compose(["actor_rollout_ref.rollout.calculate_log_probs=false"])
@@ -136,6 +139,7 @@ def test_dapo_overlong_buffer_is_sized_from_the_tasks_budget(task):
     assert int(OmegaConf.select(cfg, f"{OVERLONG}.len")) == max(1, budget // 5) < budget
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_an_overlong_buffer_that_cannot_fit_is_refused_before_submission():
     with pytest.raises(UserError) as err:
         compose.compose(
@@ -150,6 +154,7 @@ def test_an_overlong_buffer_that_cannot_fit_is_refused_before_submission():
     assert cfg.reward.reward_kwargs.overlong_buffer_cfg.len == 2
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_filtering_dapo_groups_on_a_status_indicator_needs_the_opt_in_columns():
     """The per-status indicators (rlvr_timeout, ...) are returned only when asked: filtering on one
     without them is refused at composition with the switch named, not after every model has loaded."""
@@ -161,6 +166,7 @@ def test_filtering_dapo_groups_on_a_status_indicator_needs_the_opt_in_columns():
     compose.compose(["algo=dapo"])  # DAPO's own metric (acc) is always returned
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_scoring_in_the_trainers_process_needs_the_in_process_agent_loop():
     """reward.num_workers=0 (the cpu platform) leaves no reward-loop actor: verl's own agent-loop manager
     would fail on its first sample, so the combination is refused with both fixes named."""
@@ -182,6 +188,7 @@ def test_scoring_in_the_trainers_process_needs_the_in_process_agent_loop():
     )
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_batches_that_do_not_divide_are_refused():
     with pytest.raises(
         UserError, match=r"train_batch_size=100 is not a multiple of .*ppo_mini_batch_size=64"

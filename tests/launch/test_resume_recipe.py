@@ -37,6 +37,7 @@ def _started_run(path: Path, overrides: list[str], checkpoint_step: int | None =
     return rd
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_resume_without_overrides_keeps_the_dapo_recipe_and_its_step_count(tmp_path, capsys):
     rd = _started_run(tmp_path / "run", ["algo=dapo", "trainer.total_training_steps=8"])
     cfg, merged = train.resume_recipe(rd, [])
@@ -61,6 +62,7 @@ def test_overrides_on_resume_apply_on_top_and_are_printed_as_a_diff(tmp_path, ca
     assert "actor_rollout_ref.actor.optim.lr: 0.0005 -> 0.0001" in out
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.parametrize(
     "override, key",
     [
@@ -79,6 +81,7 @@ def test_changes_that_make_the_checkpoint_meaningless_are_refused_with_the_reaso
     assert "another --run-dir" in str(err.value)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_run_directory_from_an_older_rlvr_resumes_only_when_the_overrides_reproduce_it(tmp_path):
     rd = _started_run(
         tmp_path / "run", ["trainer.total_training_steps=8", "actor_rollout_ref.actor.optim.lr=1e-4"]
@@ -102,6 +105,7 @@ def rlvr_train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_cli_resume_of_a_finished_8_step_run_is_not_turned_into_the_default_60_steps(tmp_path, rlvr_cache):
     rd = _started_run(tmp_path / "run", ["trainer.total_training_steps=8"], checkpoint_step=8)
     proc = rlvr_train("--run-dir", str(rd.path))
@@ -110,6 +114,7 @@ def test_cli_resume_of_a_finished_8_step_run_is_not_turned_into_the_default_60_s
     assert json.loads(rd.recipe_path.read_text())["overrides"] == ["trainer.total_training_steps=8"]
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_cli_resume_with_another_algorithm_exits_2_before_anything_starts(tmp_path, rlvr_cache):
     rd = _started_run(tmp_path / "run", ["algo=dapo", "trainer.total_training_steps=8"], checkpoint_step=4)
     before = rd.config_path.read_text()
@@ -145,6 +150,7 @@ def job_env(monkeypatch, rlvr_cache):
     sys.modules.pop("rlvr_jobspec", None)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_submitted_resume_continues_the_stored_dapo_recipe_with_its_overrides_on_top(
     tmp_path, job_env, capsys
 ):
@@ -166,6 +172,7 @@ def test_a_submitted_resume_continues_the_stored_dapo_recipe_with_its_overrides_
     assert "run already complete: the latest checkpoint is step 8 of 8" in out.out, "the stored 8 steps"
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_plain_ray_job_on_a_finished_run_dir_keeps_its_recipe_and_says_it_is_complete(
     tmp_path, job_env, capsys
 ):

@@ -269,6 +269,7 @@ MATH_LINES = [
 ]
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_small_math_input_is_scored_without_ray_and_says_so(tmp_path):
     out, err, (ray_flag, rc) = _score_in_fresh_process(tmp_path, "math", MATH_LINES)
     assert rc == "0"

@@ -23,6 +23,7 @@ def sweep(tiny_model_dir, tmp_path_factory):
     return json.loads(out.read_text()), out
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_each_budget_gets_its_accuracy_and_token_cost_and_a_png(sweep, tiny_model_dir):
     report, out = sweep
     from transformers import AutoTokenizer

@@ -73,6 +73,7 @@ def test_sft_on_fusion_rows_teaches_what_generation_sees_in_each_mode(long_cot, 
         assert closes == (row["mode"] == "non_thinking")
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_fusion_refuses_data_it_cannot_pair_with_the_task(long_cot):
     with pytest.raises(UserError, match="`messages` and `prompt_id`"):
         thinking_stages.fusion_rows(long_cot[["messages"]], "addition")
@@ -82,6 +83,7 @@ def test_fusion_refuses_data_it_cannot_pair_with_the_task(long_cot):
         thinking_stages.fusion_rows(bad, "addition")
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_mixed_mode_rl_data_flags_half_the_prompts_each_way_and_budgets_only_thinking_ones(
     rlvr_cache, tokenizer
 ):

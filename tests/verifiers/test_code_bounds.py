@@ -77,6 +77,7 @@ def test_comparison_is_line_by_line_and_equals_the_whole_normalisation():
         assert stdout_matches(actual.encode(), expected) is want, (actual, expected)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_slow_call_based_item_is_bounded_by_the_item_budget_not_the_test_count(verifier):
     # 20 calls of 1.5 s each: every call is within the 2 s per-test limit, but the item would hold its
     # actor for 30 s (before: min(2 * 20 + 1, 60) = 41 s); the item budget stops it at 3 s.
@@ -95,6 +96,7 @@ def test_a_slow_call_based_item_is_bounded_by_the_item_budget_not_the_test_count
     assert took < 3.0 + 10.0, took  # the budget plus start-up slack; the old bound was 41 s
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_slow_stdio_item_is_bounded_by_the_item_budget(verifier):
     slow = "import time\ntime.sleep(1.2)\nprint(input())"
     tests = {"inputs": [f"{i}\n" for i in range(20)], "outputs": [f"{i}\n" for i in range(20)]}

@@ -216,6 +216,7 @@ def test_bool_is_not_int_and_values_are_strict():
     assert not values_equal({"a": 1}, {"a": 1, "b": 2}) and not values_equal([1], [1, 1])
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.recursive(
@@ -308,6 +309,7 @@ def test_megabytes_of_correct_output_pass(verifier):
     assert verdict.status == OK, verdict
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.parametrize(
     "code",
     [

@@ -364,6 +364,7 @@ def test_symbolic_check_past_its_bound_reports_timeout_not_wrong_or_ok() -> None
     assert time.monotonic() - start < 0.5 + BOUND_SLACK_S
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.timeout(180)
 def test_timeouts_work_from_worker_threads() -> None:
     """signal.alarm only works on the main thread; our bound must hold in a ThreadPoolExecutor."""
@@ -455,6 +456,7 @@ def test_long_decimal_approximations_of_irrationals_are_not_equal(response: str,
     assert not accepted(response, reference)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_forked_child_gets_its_own_workers_and_leaves_the_parents_alone() -> None:
     import atexit
     import os

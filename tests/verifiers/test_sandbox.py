@@ -153,6 +153,7 @@ def test_seccomp_filter_jumps_stay_inside_the_program():
     assert any(code == 0x15 and k == 4242 for code, _, _, k in instructions)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_sandboxes_on_one_host_never_share_a_uid_so_one_sweep_spares_the_other(work_dir):
     # Two verifier actors on one node each own a sandbox: a uid-wide sweep in one must not touch the
     # other's jobs.

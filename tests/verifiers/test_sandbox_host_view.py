@@ -172,6 +172,7 @@ def test_probing_host_pids_with_signal_zero_tells_nothing(sandbox):
     assert len(answers) == len(live) + 1 and all(a == answers[-1] for a in answers), probe.stdout
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_job_cannot_squat_an_abstract_socket_name_of_the_host(sandbox):
     name = "\0rlvr-host-service-" + secrets.token_hex(6)
     squatter = sandbox.submit(

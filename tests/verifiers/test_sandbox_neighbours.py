@@ -109,6 +109,7 @@ def one_worker_verifier(work_dir):
     v.close()
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_later_job_cannot_read_an_earlier_jobs_output_from_memory(one_worker_verifier):
     salt = secrets.token_hex(16)
     x = secrets.randbelow(10**6)
@@ -307,6 +308,7 @@ def test_deleted_but_open_files_count_against_the_disk_quota(sandbox):
 HONEST_CPU = "n = 0\nfor i in range({loops}):\n    n += i * i\nprint(n % 7)"
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_job_with_63_setsid_children_cannot_starve_its_neighbour(sandbox):
     # The honest neighbour's work is calibrated on this machine first (its wall time alone); next to the
     # spinner it must finish within 3x that plus 2 s. Without a per-job CPU share it gets ~1/64 of a core.

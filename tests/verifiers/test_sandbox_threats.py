@@ -92,6 +92,7 @@ def assert_sandbox_still_works(box: Sandbox) -> None:
 # CPU, memory, processes, disk
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 @pytest.mark.timeout(60)
 def test_cpu_loop_ignoring_signals_is_killed_at_the_wall_clock_deadline(sandbox):
     start = time.monotonic()
@@ -150,6 +151,7 @@ def test_incremental_memory_bomb_is_stopped(sandbox):
     assert_sandbox_still_works(sandbox)
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_fork_bomb_is_contained_and_swept(sandbox):
     result = run(
         sandbox,
@@ -734,6 +736,7 @@ def test_parent_memory_and_environ_cannot_be_read(sandbox):
 # robustness of the sandbox itself
 
 
+@pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_a_killed_worker_is_replaced_and_its_job_reported(sandbox):
     victim = sandbox.worker_pids()[0]
     # each job leaves a daemon behind first: the one on the killed worker must not survive either
