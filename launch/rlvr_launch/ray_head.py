@@ -14,7 +14,7 @@ set, then connects the driver to it with the public `ray.init(address=...)`. Its
 driver's children, as with ray.init, and die with it (the kernel's parent-death signal, or Ray's reaper
 where there is none).
 
-It is the one place rlvr touches Ray's private node API; tests/launch/test_ray_head.py fails when a
+It is the one place rlvr touches Ray's private node API; tests/launch/test_private_ray.py fails when a
 Ray upgrade changes what it relies on (the names below, the parameters, the processes it leaves out).
 What it does not do: join a cluster (inside a Ray job the job's cluster is joined with plain ray.init),
 or start a multi-node head (`ray start --head` is the way there).
@@ -90,7 +90,6 @@ def start(
     except BaseException:
         stop()
         raise
-    atexit.register(stop)  # a driver that exits without stop() still stops its head gracefully
     return _head.address
 
 
@@ -112,3 +111,8 @@ def stop() -> None:
     # removed once this returns.
     head.destroy_external_storage()
     head.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+
+
+# A driver that exits without stop() still stops its head gracefully (before Ray's own atexit shutdown,
+# registered earlier at `import ray`: atexit runs last-registered first). A no-op when nothing runs.
+atexit.register(stop)

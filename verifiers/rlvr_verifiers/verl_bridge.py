@@ -529,7 +529,7 @@ class RlvrRewardManager(RewardManagerBase):
             verdict = Verdict(
                 0.0, INVALID_INPUT, f"no verifier for data_source={data_source!r} ability={ability!r}"
             )
-            return self._answer(UNROUTED, verdict, None, int(valid_length), no_region)
+            return self._answer(UNROUTED, verdict, None, valid_length, no_region)
         extra = {
             "data_source": data_source,
             "reasoning_tags": reasoning.tags_setting(self.reasoning_tags),
@@ -537,12 +537,12 @@ class RlvrRewardManager(RewardManagerBase):
         }
         item = make_item(verifier, response, ground_truth, extra)
         if isinstance(item, Verdict):
-            return self._answer(verifier, item, None, int(valid_length), no_region)
+            return self._answer(verifier, item, None, valid_length, no_region)
         if self.bridge_config.rubric is not None:  # the rubric scores; the routed verifier is its component
             item.extra[ROUTED_KEY] = verifier
             verifier = self.bridge_config.rubric
         verdict, latency = await self._batcher.submit(verifier, item, no_region)
-        answer = self._answer(verifier, verdict, latency, int(valid_length), no_region)
+        answer = self._answer(verifier, verdict, latency, valid_length, no_region)
         if (
             self.bridge_config.rubric is not None
         ):  # `acc` stays correctness (what dynamic sampling filters on)
