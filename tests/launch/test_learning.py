@@ -2,15 +2,21 @@
 
 `rlvr train` with the default experiment (cpu_demo: verl's GRPO on the embedded tiny model and
 addition) and only its length changed: STEPS steps, validation before and after, no checkpoints. The
-mean reward of the last WINDOW steps must beat the first WINDOW's by MARGIN. Measured on these windows:
-healthy runs gain 0.13-0.18 (0.28 -> 0.41 here; 0.26 -> 0.43 in tests/launch/fixtures/recorded_runs/
-recorded_cpu_demo_grpo); with the rollout's weight sync deliberately broken the same run went 0.279 ->
-0.274. A run whose updates do not reach the policy (a broken advantage, a flipped loss sign, weights
-never synced to the rollout) stays flat or falls, under MARGIN.
+mean reward of the last WINDOW steps must beat the first WINDOW's by MARGIN.
+
+The sizes are measured on the 1000-sum task, where one step's mean reward moves ~0.045 between runs of
+the same seed (the rollout samples differently each run: 0.15-0.31 at step 1 over six runs). At 24
+steps with windows of 6 the healthy gain was 0.04-0.12 (six runs, mean 0.08): a margin of 0.06 failed
+one healthy run in four (CI's one failure, 0.329 -> 0.370). At 40 steps with windows of 10: healthy
+0.152, 0.152, 0.199; with the update switched off (`actor_rollout_ref.actor.optim.lr=0`) 0.013, and at
+24 steps -0.003 and -0.025. MARGIN sits between: ~3 run-to-run standard deviations from either side. A
+run whose updates do not reach the policy (a broken advantage, a flipped loss sign, weights never synced
+to the rollout) stays flat or falls, under MARGIN.
 
 The held-out line means something (issue 10, item 10): greedy accuracy on the 200 sums never trained
 rises by at least HELD_OUT_MARGIN, two standard errors (0.035 each), between the validation before
-training and the one after it. Measured on the full demo: 0.375 at step 0, 0.565 at 20, 0.645 at 40.
+training and the one after it. Measured at 40 steps: 0.365 -> 0.55, 0.555, 0.53; with lr=0 it stays at
+0.365 exactly (greedy decoding of unchanged weights).
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ from pathlib import Path
 
 import pytest
 
-STEPS = 24
-WINDOW = 6
-MARGIN = 0.06
+STEPS = 40
+WINDOW = 10
+MARGIN = 0.08
 HELD_OUT_MARGIN = 0.07
 HELD_OUT = "val-core/addition/acc/mean@1"
 
