@@ -124,7 +124,17 @@ def test_one_reused_agent_loop_and_the_in_process_reward_give_verls_batch_with_e
     assert sorted(ours.batch.keys()) == sorted(theirs.batch.keys())
     assert "rm_scores" in ours.batch.keys()
     for key in theirs.batch.keys():
-        assert torch.equal(ours.batch[key], theirs.batch[key]), key
+        mine, verls = ours.batch[key], theirs.batch[key]
+        if mine.is_floating_point() and key != "rm_scores":
+            # rollout log-probs: the server decodes the requests that arrived together as one padded batch,
+            # so the grouping (timing, under load) moves them in the last float bits (CI: equal to 5
+            # printed digits, not bit-equal); another sample's log-probs would differ by far more.
+            assert mine.shape == verls.shape and torch.allclose(mine, verls, rtol=0, atol=1e-5), (
+                key,
+                (mine - verls).abs().max(),
+            )
+        else:
+            assert torch.equal(mine, verls), key
     # the manager drops only the columns verl's legacy trainer never reads (verl_private detail 10)
     assert set(theirs.non_tensor_batch) - set(ours.non_tensor_batch) == UNREAD_AGENT_LOOP_COLUMNS
     assert set(ours.non_tensor_batch) <= set(theirs.non_tensor_batch)
