@@ -11,7 +11,7 @@ tests/cluster/test_verl_private_details.py checks that the two field lists stay 
 
 `HFServer.generate` is token-in / token-out with per-token log-probs. Concurrent requests (verl's agent
 loop sends one per sample) are gathered and decoded together with a KV cache; `batching()` counts the
-decode calls and the requests they served.
+decode calls and the requests they served. `generate_many` takes several requests in one call.
 
 Teacher mode (verl's on-policy distillation): a request with `prompt_logprobs=K` in its sampling params is
 not generated but scored, one forward pass over the given ids (`prompt_logprobs_reply`), and answered in
@@ -248,6 +248,15 @@ class HFServer:
             log_probs=log_probs if params["logprobs"] else None,
             stop_reason="completed",
             extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def generate_many(self, requests: list[dict[str, Any]]) -> list[Any]:
+        """Several `generate` requests (each a dict of its keyword arguments) in one call: rlvr's
+        in-process router sends the agent loop's concurrent requests this way, one Ray round trip instead
+        of one per sample (slim_router.CoalescedGenerate). Each request's outcome is its own: one that
+        failed has its exception in its place, the others their GeneratedTokens."""
+        return await asyncio.gather(
+            *(self.generate(**request) for request in requests), return_exceptions=True
         )
 
     async def _drain(self) -> None:
