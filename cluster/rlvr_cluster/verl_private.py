@@ -70,6 +70,13 @@ driver`, through `run_ppo`'s public `task_runner_class` argument):
    TaskRunner classes are `@ray.remote` classes, whose undecorated body Ray keeps as
    `__ray_actor_class__` (ray/actor.py, `_modify_class`): that body is what runs in the driver.
 
+12b. verl's TaskRunner picks the trainer's `ray_worker_group_cls` in `add_actor_rollout_worker` (returned
+   beside the worker class); the legacy trainer sends each actor phase its TensorDict batch as the first
+   argument of `compute_log_prob` / `compute_ref_log_prob` / `update_actor` on its worker groups, and
+   `RayWorkerGroup.spawn` binds a role's methods (setattr of the prefixed ones) after building the group,
+   so rlvr_cluster/slim_payload.py slims them after `spawn`. verl's worker-side modules name none of the
+   per-sample columns it leaves behind (tests/cluster/test_slim_payload.py scans them).
+
 The in-process load balancer (rlvr_cluster/slim_router.py, `rollout.router_config_path:
 rlvr:in_process_router.yaml`, verl's public router plugin):
 
@@ -79,6 +86,10 @@ rlvr:in_process_router.yaml`, verl's public router plugin):
    acquire_server (awaited), its two field declarations (awaited) and release_server (not awaited).
    `slim_router.IN_PROCESS` is an object of an ActorClass subclass whose `remote` builds the in-process
    load balancer.
+13b. verl's LLM client awaits `server.generate.remote(...)` on the handle acquire_server returned, once per
+   request, with keyword arguments only: the in-process balancer hands out, for an `hf` server, a handle
+   whose `generate.remote` sends the requests of one event-loop turn as one `generate_many` call
+   (slim_router.CoalescedGenerate; tests/cluster/test_coalesced_generate.py parses verl's client).
 """
 
 from __future__ import annotations
