@@ -48,7 +48,10 @@ BENCHES: dict[str, tuple[list[str], str]] = {
     ),
     # TRL is an optional bench-only extra (it is not in the test install): the report path runs on the
     # recorded result of a real run (bench/results/vs_trl.json, copied into the test's folder).
-    "vs_trl.py": (["--report", "{tmp}/vs_trl.json"], r"TRL GRPOTrainer\s+ratio"),
+    "vs_trl.py": (
+        ["--report", "{tmp}/vs_trl.json"],
+        r"TRL GRPOTrainer\s+ratio[\s\S]*held-out greedy after the last step\s+[-+]\d\.\d{3} \(s\.e\.",
+    ),
     # The qwen3 pipeline is minutes of training: the report path runs on a recorded result
     # (bench/results/thinking_budget.json, the bench's default size).
     "thinking_budget.py": (
@@ -77,3 +80,52 @@ def test_bench_runs_at_a_tiny_size(script, tmp_path, rlvr_cache):
     tail = f"{' '.join(cmd)}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     assert out.returncode == 0, tail
     assert re.search(report, out.stdout), tail
+
+
+def _vs_trl():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vs_trl", BENCH / "vs_trl.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_vs_trl_t_quantile_matches_students_table():
+    vs_trl = _vs_trl()
+    for df, exact in ((3, 3.182), (4, 2.776), (6, 2.447), (10, 2.228), (30, 2.042), (1e9, 1.960)):
+        assert abs(vs_trl.t_quantile_975(df) - exact) / exact < 0.005, df
+
+
+def test_vs_trl_permutation_test_is_exact_and_two_sided():
+    vs_trl = _vs_trl()
+    # wholly apart: only the observed split and its mirror are as extreme, 2 of C(8, 4) = 70
+    assert vs_trl.permutation_p([1, 2, 3, 4], [5, 6, 7, 8]) == 2 / 70
+    assert vs_trl.permutation_p([5, 6, 7, 8], [1, 2, 3, 4]) == 2 / 70
+    assert vs_trl.permutation_p([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+
+
+def _runs(firsts, lasts, held):
+    return [
+        {"rewards": [f] * 10 + [la] * 10, "held_out": h} for f, la, h in zip(firsts, lasts, held, strict=True)
+    ]
+
+
+def test_vs_trl_learning_verdicts_need_enough_seeds_to_find_a_difference():
+    vs_trl = _vs_trl()
+    # 3 seeds a side cannot reach p < 0.05 (smallest p 0.1): never called 'within seed noise'
+    three = vs_trl.learning_comparison(
+        {
+            "rlvr": _runs([0.3] * 3, [0.40, 0.41, 0.42], [0.5] * 3),
+            "trl": _runs([0.3] * 3, [0.5, 0.51, 0.52], [0.5] * 3),
+        }
+    )
+    assert {row["verdict"] for row in three} == {"too few seeds to tell"}
+    # 6 seeds a side: a gap of ten seed standard deviations is found, equal seeds are noise
+    rlvr = _runs([0.3] * 6, [0.40, 0.41, 0.42, 0.40, 0.41, 0.42], [0.55, 0.56, 0.57, 0.55, 0.56, 0.57])
+    trl = _runs([0.3] * 6, [0.50, 0.51, 0.52, 0.50, 0.51, 0.52], [0.57, 0.55, 0.56, 0.56, 0.57, 0.55])
+    rows = {row["figure"]: row for row in vs_trl.learning_comparison({"rlvr": rlvr, "trl": trl})}
+    last = rows["reward, last 10 steps"]
+    assert last["verdict"] == "DIFFERENT" and abs(last["diff"] + 0.10) < 1e-9
+    assert last["ci"][0] < -0.10 < last["ci"][1] < 0
+    assert rows["held-out greedy after the last step"]["verdict"] == "within seed noise"
