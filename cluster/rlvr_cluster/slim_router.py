@@ -133,6 +133,9 @@ class CoalescedGenerate:
     def __init__(self, handle: Any):
         self._handle = handle
         self._pending: dict[Any, list[tuple[dict, Any]]] = {}  # per event loop
+        # asyncio keeps only a weak reference to a task: a delivery nobody held could be collected while
+        # it waits, leaving its callers waiting forever
+        self._deliveries: set = set()
         self.calls = 0  # generate_many calls sent
         self.requests = 0  # requests they carried
 
@@ -159,7 +162,9 @@ class CoalescedGenerate:
         except Exception as e:  # e.g. a dead actor: every caller learns why, none hangs
             _fail(futures, e)
             return
-        loop.create_task(self._deliver(ref, futures))
+        task = loop.create_task(self._deliver(ref, futures))
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
 
     @staticmethod
     async def _deliver(ref: Any, futures: list) -> None:
