@@ -10,6 +10,7 @@ hyperparameters mapped one to one onto `GRPOConfig`:
     rlvr (verl)                                       TRL GRPOConfig
     32 prompts x rollout.n 8 per step                 generation_batch_size 256, num_generations 8
     ppo_mini_batch_size 16 (2 updates per step)       per_device_train_batch_size 128, steps_per_generation 2
+    actor.shuffle true (random halves of the 256)     the generation batch is shuffled before it is split
     lr 5e-4 constant, weight decay 0.01, clip 1.0     learning_rate, lr_scheduler_type constant, ...
     kl_loss_coef 0.001, low_var_kl (k3)               beta 0.001 (TRL's k3 estimator)
     loss_agg_mode seq-mean-token-mean                 loss_type "grpo"

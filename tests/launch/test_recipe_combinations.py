@@ -111,6 +111,9 @@ def test_a_composed_gpu_combination_gets_none_of_the_cpu_demo():
     )
     assert demo.rlvr.task_runner == "driver" and demo.reward.reward_kwargs.rlvr.pool.lazy_start
     assert not cfg.algorithm.rollout_correction.bypass_mode and cfg.rlvr.task_runner == "actor"
+    # The demo's update mixes every prompt's responses across its mini-batches (cpu_demo.yaml: measured
+    # against TRL's split); other experiments keep verl's default.
+    assert demo.actor_rollout_ref.actor.shuffle and not cfg.actor_rollout_ref.actor.shuffle
 
 
 @pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
