@@ -115,9 +115,6 @@ class _LocalMethod:
         self._router, self._name = router, name
 
     def remote(self, *args: Any, **kwargs: Any) -> _Resolved:
-        if self._name == "add_servers":  # servers added later are coalesced too
-            servers = kwargs.pop("servers") if "servers" in kwargs else args[0]
-            args = ({sid: coalescing(handle) for sid, handle in servers.items()},)
         with self._router.lock:
             return _Resolved(getattr(self._router.policy, self._name)(*args, **kwargs))
 
@@ -206,6 +203,18 @@ def coalescing(handle: Any) -> Any:
     return CoalescingServer(handle) if hasattr(handle, "generate_many") else handle
 
 
+class CoalescingLoadBalancer(SlimLoadBalancer):
+    """The policy whose `hf` server handles coalesce their generate requests (`coalescing`), the servers it
+    starts with and those added later alike."""
+
+    def __init__(self, servers: dict[str, Any], config: dict | None = None):
+        super().__init__({}, config)
+        self.add_servers(servers)
+
+    def add_servers(self, servers: dict[str, Any]) -> None:
+        super().add_servers({sid: coalescing(handle) for sid, handle in servers.items()})
+
+
 class InProcessLoadBalancer:
     """`SlimLoadBalancer` held in the process that builds verl's LLM server manager, called like its Ray
     actor handle (`lb.acquire_server.remote(...)`): each generate request's acquire and release are two
@@ -217,7 +226,7 @@ class InProcessLoadBalancer:
     def __init__(self, servers: dict[str, Any], config: dict | None = None):
         import threading
 
-        self.policy = SlimLoadBalancer({sid: coalescing(handle) for sid, handle in servers.items()}, config)
+        self.policy = CoalescingLoadBalancer(servers, config)
         self.lock = threading.Lock()
 
     def __getattr__(self, name: str) -> _LocalMethod:
