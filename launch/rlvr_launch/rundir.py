@@ -118,7 +118,8 @@ class RunDir:
         """(step to resume from, newest checkpointed step). verl saves a step's checkpoint before it logs
         that step's metrics, so a run killed between the two leaves a checkpoint whose metrics row is never
         written; resuming there would lose the row for good. Then the newest earlier checkpoint whose row
-        exists (or step 0) is the resume point, and the step is trained and logged again."""
+        exists is the resume point, and the step is trained and logged again. Without such a checkpoint the
+        newest is kept (its row stays missing) rather than training every step again from step 0."""
         latest = self.latest_checkpoint_step()
         if not latest:
             return 0, 0
