@@ -125,12 +125,9 @@ def test_r1_killed_in_rl_resumes_from_its_checkpoint_and_status_tells_the_truth(
     assert "did not finish (running); continuing it" in out.stdout
     # verl saves a step's checkpoint before it logs the step's metrics row: a kill between the two must redo
     # that step from the checkpoint before it (every step is saved here), so no row is lost.
-    first_attempt = stages / "02-rl/attempts/1.jsonl"
-    rl_logged = {
-        json.loads(line)["step"]
-        for line in (first_attempt.read_text().splitlines() if first_attempt.exists() else [])
-        if line.strip()
-    }
+    from rlvr_launch.rundir import RunDir
+
+    rl_logged = RunDir.read_attempt(stages / "02-rl/attempts/1.jsonl")  # {step: row} of the killed attempt
     rl_log = (stages / "02-rl/stage.log").read_text()
     if killed_at in rl_logged or killed_at == 1:
         assert f"resuming from the checkpoint at step {killed_at}" in rl_log

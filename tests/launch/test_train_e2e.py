@@ -119,9 +119,10 @@ def test_kill_and_resume_continues_at_the_right_step(tmp_path, ray_root):
     assert 2 <= newest < 5
     # verl saves a step's checkpoint before it logs the step's metrics: a kill between the two leaves a
     # checkpoint without its row, and the resume must then redo that step from the checkpoint before it.
-    logged = {
-        json.loads(line)["step"] for line in (run_dir / "attempts" / "1.jsonl").read_text().splitlines()
-    }
+    from rlvr_launch.rundir import RunDir
+
+    # {step: row} of the killed attempt; a line cut short by the kill is skipped
+    logged = RunDir.read_attempt(run_dir / "attempts" / "1.jsonl")
     resume_from = newest if newest in logged else newest - 1
 
     out = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=5", "trainer.save_freq=1")
