@@ -43,7 +43,7 @@ def test_every_task_has_a_converter_and_a_recipe():
         module = load(name)
         assert module.NAME == name
         assert name in tasks, f"recipes/task/{name}.yaml is missing"
-        assert module.VERIFIER in ("math", "code", "countdown", "tool_call")
+        assert module.VERIFIER in ("math", "code", "countdown", "tool_call", "ifeval")
 
 
 def test_gsm8k_keeps_the_final_number_and_counts_each_drop(tmp_path):
@@ -356,3 +356,81 @@ def test_reference_programs_pass_the_code_verifiers_sandbox(tmp_path):
     assert [v.score for v in verdicts] == [1.0] * len(pairs), [(v.status, v.detail) for v in verdicts]
     wrong = _verify("code", [("```python\nprint(0)\n```", gt) for _, gt in pairs])
     assert all(v.score == 0.0 for v in wrong)
+
+
+# ---- ifeval: IFEval and RLVR-IFeval layouts, the offline generator ------------------------------------
+
+IFEVAL_ROWS = Path(__file__).parents[1] / "verifiers" / "data" / "ifeval" / "input_data_subset.jsonl"
+
+
+def _ifeval_verdict(row: dict, response: str):
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Item
+
+    verifier = registry.get(row["extra_info"]["verifier"])
+    return verifier.verify(Item(response, row["reward_model"]["ground_truth"]))
+
+
+def test_ifeval_converts_ifevals_own_rows(tmp_path):
+    report = data.prepare("ifeval", tmp_path, str(IFEVAL_ROWS), test_size=5)
+    assert report["verifier"] == "ifeval"
+    assert report["splits"]["train"]["read"] == 50 and report["splits"]["train"]["dropped"] == {}
+    rows = _rows(tmp_path / "train.parquet") + _rows(tmp_path / "test.parquet")
+    assert len(rows) == 50
+    by_key = {r["extra_info"]["key"]: r for r in rows}
+    row = by_key["1001"]
+    assert row["data_source"] == "ifeval" and row["ability"] == "instruction_following"
+    assert row["extra_info"]["verifier"] == "ifeval"
+    assert json.loads(row["reward_model"]["ground_truth"]) == {
+        "instruction_id_list": ["punctuation:no_comma"],
+        "kwargs": [{}],
+    }
+    assert _ifeval_verdict(row, "Thou shalt see Kyoto").status == "ok"
+    assert _ifeval_verdict(row, "First Kyoto, then Nara").status == "wrong"
+
+
+def test_ifeval_maps_rlvr_ifeval_functions_and_counts_each_drop(tmp_path):
+    report = data.prepare("ifeval", tmp_path, str(FIXTURES / "rlvr_ifeval"), test_size=1)
+    train = report["splits"]["train"]
+    assert train["read"] == 8
+    assert train["dropped"] == {
+        "bad_instruction": 1,  # validate_sections with N=0 and no splitter
+        "empty_prompt": 1,  # only a system turn
+        "malformed_ground_truth": 1,
+        "unknown_function": 1,  # validate_rhyme has no IFEval counterpart
+    }
+    rows = _rows(tmp_path / "train.parquet") + _rows(tmp_path / "test.parquet")
+    truths = {r["extra_info"]["constraint_type"]: r for r in rows}
+    assert set(truths) == {"Number Words", "Number Paragraphs", "Keyword Frequency", "Choose"}
+    assert all(r["data_source"] == "rlvr_ifeval" for r in rows)
+    paragraphs = truths["Number Paragraphs"]
+    assert json.loads(paragraphs["reward_model"]["ground_truth"])["kwargs"] == [
+        {"num_paragraphs": 2, "divider": "* * *"}
+    ]
+    assert _ifeval_verdict(paragraphs, "Rain falls.\n* * *\nIt stops.").status == "ok"
+    assert _ifeval_verdict(paragraphs, "Rain falls.\n***\nIt stops.").status == "wrong"
+    frequency = truths["Keyword Frequency"]  # open-instruct's checker wants exactly N
+    assert _ifeval_verdict(frequency, "tea and tea").status == "ok"
+    assert _ifeval_verdict(frequency, "tea, tea, tea").status == "wrong"
+    choice = truths["Choose"]
+    assert _ifeval_verdict(choice, "No").status == "ok"
+    assert _ifeval_verdict(choice, "Maybe").status == "wrong"
+
+
+def test_ifeval_generator_is_offline_seeded_and_every_row_is_valid(tmp_path):
+    from rlvr_launch.converters import ifeval as ifeval_converter
+    from rlvr_verifiers import ifeval
+
+    first = ifeval_converter.generate(200, seed=3)
+    assert first == ifeval_converter.generate(200, seed=3)
+    assert first != ifeval_converter.generate(200, seed=4)
+    families = {i for row in first for i in row["instruction_id_list"]}
+    assert len(families) >= 15
+    for row in first:
+        assert 1 <= len(row["instruction_id_list"]) <= 3
+        ifeval.parse_ground_truth(row)  # raises on anything the verifier would refuse
+        for a, b in ifeval_converter.CONFLICTS:
+            assert not {a, b} <= set(row["instruction_id_list"]), row
+    report = data.prepare("ifeval", tmp_path, "generate", limit=40, test_size=4, seed=3)
+    assert report["splits"]["train"]["written"] == 36 and report["splits"]["test"]["written"] == 4
+    assert report["splits"]["train"]["dropped"] == {}

@@ -27,13 +27,15 @@ The families (IFEval's 25 instruction ids, with the semantics of its reference c
   whole word), `letter_frequency` (letter, let_frequency, let_relation; case-insensitive count).
 - length_constraints: `number_words` (num_words, relation; words = runs of \\w), `number_sentences`
   (num_sentences, relation; see `count_sentences`), `number_paragraphs` (num_paragraphs: exactly that many
-  non-empty parts between `***` dividers), `nth_paragraph_first_word` (num_paragraphs, nth_paragraph,
-  first_word: paragraphs split by a blank line).
+  non-empty parts between `***` dividers; rlvr's optional `divider` names another, e.g. RLVR-IFeval's
+  `* * *`), `nth_paragraph_first_word` (num_paragraphs, nth_paragraph, first_word: paragraphs split by a
+  blank line).
 - detectable_format: `json_format` (the whole answer parses as JSON, a ``` fence allowed), `title` (a
   `<<title>>` on one line), `multiple_sections` (section_spliter, num_sections: at least that many `SPLITTER N`
   marks), `number_bullet_lists` (num_bullets: exactly that many `* ` / `- ` lines),
   `number_highlighted_sections` (num_highlights: at least that many `*text*` / `**text**` spans),
-  `constrained_response` (one of "My answer is yes." / "... no." / "... maybe.").
+  `constrained_response` (one of "My answer is yes." / "... no." / "... maybe."; rlvr's optional `options`
+  lists others, as RLVR-IFeval's rows do).
 - detectable_content: `number_placeholders` (num_placeholders: at least that many `[...]`), `postscript`
   (postscript_marker: "P.S.", "P.P.S" or another marker, case-insensitive, anywhere).
 - change_case: `english_lowercase` / `english_capital` (no upper- / lower-case letter, and detected English),
@@ -292,9 +294,9 @@ def has_title(text: str) -> bool:
     return False
 
 
-def count_paragraphs(text: str) -> int | None:
-    """Parts between `***` dividers; None when an inner part is empty (IFEval: not followed)."""
-    parts = re.split(r"\s?\*\*\*\s?", text)
+def count_paragraphs(text: str, divider: str = "***") -> int | None:
+    """Parts between dividers (`***`); None when an inner part is empty (IFEval: not followed)."""
+    parts = re.split(r"\s?" + re.escape(divider) + r"\s?", text)
     count = len(parts)
     for index, part in enumerate(parts):
         if not part.strip():
@@ -424,8 +426,10 @@ def _build(instruction_id: str, args: dict[str, Any]) -> Check:
         ok = _relation(a, "relation", _int(a, "num_words"))
         return lambda t: ok(count_words(t))
     if instruction_id == "length_constraints:number_paragraphs":
-        n = _int(a, "num_paragraphs", 1)
-        return lambda t: count_paragraphs(t) == n
+        n, divider = _int(a, "num_paragraphs", 1), a.get("divider", "***")
+        if not isinstance(divider, str) or not divider.strip():
+            raise BadArguments(f"argument 'divider' must be a non-empty string, got {divider!r}")
+        return lambda t: count_paragraphs(t, divider.strip()) == n
     if instruction_id == "length_constraints:nth_paragraph_first_word":
         n, nth, word = _int(a, "num_paragraphs", 1), _int(a, "nth_paragraph", 1), _str(a, "first_word")
         if nth > n:
@@ -441,7 +445,8 @@ def _build(instruction_id: str, args: dict[str, Any]) -> Check:
         n = _int(a, "num_bullets")
         return lambda t: count_bullets(t) == n
     if instruction_id == "detectable_format:constrained_response":
-        return lambda t: any(option in t.strip() for option in CONSTRAINED_RESPONSES)
+        options = _str_list(a, "options") if "options" in a else list(CONSTRAINED_RESPONSES)
+        return lambda t: any(option in t.strip() for option in options)
     if instruction_id == "detectable_format:number_highlighted_sections":
         n = _int(a, "num_highlights")
         return lambda t: count_highlights(t) >= n
@@ -483,12 +488,12 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
     "language:response_language": ("language",),
     "length_constraints:number_sentences": ("num_sentences", "relation", "tolerance"),
     "length_constraints:number_words": ("num_words", "relation", "tolerance"),
-    "length_constraints:number_paragraphs": ("num_paragraphs",),
+    "length_constraints:number_paragraphs": ("num_paragraphs", "divider"),
     "length_constraints:nth_paragraph_first_word": ("num_paragraphs", "nth_paragraph", "first_word"),
     "detectable_content:number_placeholders": ("num_placeholders",),
     "detectable_content:postscript": ("postscript_marker",),
     "detectable_format:number_bullet_lists": ("num_bullets",),
-    "detectable_format:constrained_response": (),
+    "detectable_format:constrained_response": ("options",),
     "detectable_format:number_highlighted_sections": ("num_highlights",),
     "detectable_format:multiple_sections": ("section_spliter", "num_sections"),
     "detectable_format:json_format": (),
