@@ -5,7 +5,8 @@
     rlvr data countdown --out DIR --source ./countdown/ --limit 1000    # a folder of split files
 
 Sources: a hub id (read with the `datasets` library; needs network access and `pip install datasets`),
-`generate` for a converter with an offline generator (`ifeval`: --limit rows, --seed), or a local path: one .jsonl/.json/.parquet file (the source's train split; the other splits are carved
+an offline generator (`ifeval`: `generate`; `reasoning_gym`: `gym:NAME[,KEY=VALUE...]`; --limit rows, --seed),
+or a local path: one .jsonl/.json/.parquet file (the source's train split; the other splits are carved
 from it, `--test-size`), or a folder holding `<split>.jsonl|json|parquet` per source split.
 Output: DIR/<split>.parquet for each split (train, test) and DIR/conversion_report.json.
 
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--source",
         default=None,
         help="hub id (default: the task's usual dataset), a local .jsonl/.json/.parquet file or folder, or "
-        "`generate` (tasks with an offline generator: ifeval; --limit rows, --seed)",
+        "an offline generator (ifeval: generate; reasoning_gym: gym:NAME[,KEY=VALUE...]; --limit rows, --seed)",
     )
     parser.add_argument("--split", default=None, help="comma-separated splits to write (default: train,test)")
     parser.add_argument("--limit", type=int, default=None, help="read at most N source rows per split")
@@ -151,9 +152,12 @@ def read_source(
     """Rows of `source_split`, or None when a local source has no such split."""
     source = source or converter.HUB_ID
     generator = getattr(converter, "GENERATE", None)
-    if generator is not None and source == generator:  # the converter's offline generator (train only)
+    if generator is not None and (source == generator or source.startswith(generator + ":")):
+        # the converter's offline generator (train only; `test` is carved): GENERATE[:SPEC]
         count = limit if limit is not None else converter.GENERATE_DEFAULT_ROWS
-        return SourceRows(converter.generate(count, seed)) if source_split == "train" else None
+        spec = source[len(generator) + 1 :]
+        rows = converter.generate(count, seed, spec) if spec else converter.generate(count, seed)
+        return SourceRows(rows) if source_split == "train" else None
     path = Path(source).expanduser()
     if path.exists():
         if path.is_file():
