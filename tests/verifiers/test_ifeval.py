@@ -264,3 +264,17 @@ def test_config_refuses_unknown_modes():
         ifeval.IFEvalConfig(mode="lenient")
     with pytest.raises(ValueError, match="reward must be one of all, fraction"):
         ifeval.IFEvalConfig(reward="partial")
+
+
+def test_the_reward_bridge_routes_ifeval_and_reasoning_gym_rows():
+    from rlvr_verifiers import verl_bridge
+
+    assert verl_bridge.route("ifeval", "instruction_following", {}) == "ifeval"
+    assert verl_bridge.route("rlvr_ifeval", None, {}) == "ifeval"
+    assert verl_bridge.route("some_source", "instruction_following", None) == "ifeval"
+    # reasoning-gym's countdown is reasoning-gym's (its scorer), not rlvr's countdown verifier
+    assert verl_bridge.route("reasoning_gym/countdown", "reasoning_gym", {}) == "reasoning_gym"
+    row = gt(("punctuation:no_comma", {}))
+    item = verl_bridge.make_item("ifeval", "no commas", json.dumps(row))
+    assert item.ground_truth == row and registry.get("ifeval").verify(item).status == OK
+    assert verl_bridge.make_item("ifeval", "x", "{broken").status == INVALID_INPUT
