@@ -278,3 +278,12 @@ def test_the_reward_bridge_routes_ifeval_and_reasoning_gym_rows():
     item = verl_bridge.make_item("ifeval", "no commas", json.dumps(row))
     assert item.ground_truth == row and registry.get("ifeval").verify(item).status == OK
     assert verl_bridge.make_item("ifeval", "x", "{broken").status == INVALID_INPUT
+
+
+def test_word_counts_keep_combining_marks_inside_words():
+    # Python's re splits "ಹ್ಯಾಂಬರ್ಗರ್" at each vowel sign (6 "words" here); nltk >= 3.10 (the `regex`
+    # engine) and rlvr count 2, so an `at least N words` answer is not paid for inflated counts.
+    assert ifeval.count_words("ಹ್ಯಾಂಬರ್ಗರ್ ಒಂದು") == 2
+    assert ifeval.count_words("नमस्ते दुनिया, hello_world x²") == 4
+    row = gt(("length_constraints:number_words", {"num_words": 3, "relation": "at least"}))
+    assert verify("ಹ್ಯಾಂಬರ್ಗರ್ ಒಂದು", row).status == WRONG

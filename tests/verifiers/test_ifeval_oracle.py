@@ -65,7 +65,7 @@ def _load_oracle():
     real_download = nltk.download
     nltk.download = lambda *a, **k: False  # no network: punkt is never fetched
     try:
-        from lm_eval.tasks.ifeval import instructions_registry, instructions_util
+        from lm_eval.tasks.ifeval import instructions_util, utils
     finally:
         nltk.download = real_download
     from nltk.tokenize import NLTKWordTokenizer
@@ -73,20 +73,21 @@ def _load_oracle():
     tokenizer = NLTKWordTokenizer()
     oracle_nltk = types.SimpleNamespace(word_tokenize=tokenizer.tokenize, tokenize=nltk.tokenize)
     instructions_util.nltk = oracle_nltk  # capital_word_frequency only (see the module doc)
-    return instructions_registry.INSTRUCTION_DICT
+    return utils
 
 
-def _oracle_follows(
-    registry, instruction_id: str, kwargs: dict, prompt: str, response: str, mode: str
-) -> bool:
-    """lm-eval's test_instruction_following_{strict,loose} for one instruction."""
-    instruction = registry[instruction_id](instruction_id)
-    instruction.build_description(**{k: v for k, v in kwargs.items() if v})
-    args = instruction.get_instruction_args()
-    if args and "prompt" in args:
-        instruction.build_description(prompt=prompt)
-    variants = [response] if mode == "strict" else ifeval.loose_variants(response)
-    return any(v.strip() and instruction.check_following(v) for v in variants)
+def _oracle_follows(utils, row: dict, instruction_id: str, kwargs: dict, response: str, mode: str) -> bool:
+    """lm-eval's own test_instruction_following_strict / _loose (its loose variants included), for one
+    instruction of the row."""
+    example = utils.InputExample(
+        key=row["key"], instruction_id_list=[instruction_id], prompt=row["prompt"], kwargs=[kwargs]
+    )
+    judge = (
+        utils.test_instruction_following_strict
+        if mode == "strict"
+        else utils.test_instruction_following_loose
+    )
+    return judge(example, response).follow_instruction_list[0]
 
 
 # ---- candidate responses ------------------------------------------------------------------------------
@@ -202,6 +203,17 @@ def candidate_responses(row: dict, rng: random.Random, count: int) -> list[str]:
             )
         if "language" in kw and rng.random() < 0.5:
             text = OTHER_LANGUAGES.get(kw["language"], text)
+        ids = set(row["instruction_id_list"])
+        if "detectable_format:json_format" in ids and rng.random() < 0.3:
+            body = json.dumps({"text": _sentence(rng, extra), "items": [rng.choice(WORDS) for _ in range(3)]})
+            text = rng.choice([body, f"```json\n{body}\n```", f"```JSON\n{body}```", body[:-1]])
+        if "combination:two_responses" in ids and rng.random() < 0.4:
+            first, second = _sentence(rng, extra), rng.choice([_sentence(rng, extra), ""])
+            text = rng.choice(
+                [f"{first}\n******\n{second}", f"{first} ****** {first}", f"******{first}******"]
+            )
+        if "detectable_format:constrained_response" in ids and rng.random() < 0.4:
+            text = rng.choice(["My answer is yes.", "My answer is maybe. Because.", "My answer is No."])
         transform = rng.random()
         if transform < 0.2:
             text = text.upper()
@@ -246,7 +258,7 @@ LANGUAGE_FAMILIES = {
 
 
 def agreement() -> tuple[dict, list]:
-    registry = _load_oracle()
+    oracle = _load_oracle()
     rng = random.Random(SEED)
     table: dict[tuple[str, str], Counter] = defaultdict(Counter)
     disagreements = []
@@ -262,7 +274,7 @@ def agreement() -> tuple[dict, list]:
             )
             for response in responses:
                 for mode in ("strict", "loose"):
-                    theirs = _oracle_follows(registry, instruction_id, kwargs, row["prompt"], response, mode)
+                    theirs = _oracle_follows(oracle, row, instruction_id, kwargs, response, mode)
                     ours = ifeval.followed(response, [(instruction_id, check)], mode)[0]
                     counts = table[(instruction_id, mode)]
                     counts["cases"] += 1
