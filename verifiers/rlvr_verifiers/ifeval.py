@@ -615,7 +615,7 @@ def loose_variants(response: str) -> list[str]:
 def followed(response: str, checks: list[tuple[str, Check]], mode: str) -> list[bool]:
     """Per instruction: is it followed (in `mode`)? An empty variant follows nothing."""
     variants = [response] if mode == STRICT else loose_variants(response)
-    variants = [v for v in variants if v.strip()]
+    variants = [v for v in dict.fromkeys(variants) if v.strip()]  # each distinct variant checked once
     return [any(check(v) for v in variants) for _, check in checks]
 
 
