@@ -37,13 +37,14 @@ def _truths(path: Path) -> list:
 
 def test_every_task_has_a_converter_and_a_recipe():
     from rlvr_launch import compose
+    from rlvr_verifiers import registry
 
     tasks = set(compose.group_entries("task"))
     for name in NAMES:
         module = load(name)
         assert module.NAME == name
         assert name in tasks, f"recipes/task/{name}.yaml is missing"
-        assert module.VERIFIER in ("math", "code", "countdown", "tool_call", "ifeval")
+        assert module.VERIFIER in registry.names()  # the verifier its ground truths are written for exists
 
 
 def test_gsm8k_keeps_the_final_number_and_counts_each_drop(tmp_path):
