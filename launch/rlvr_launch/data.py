@@ -156,6 +156,8 @@ def read_source(
         # the converter's offline generator (train only; `test` is carved): GENERATE[:SPEC]
         count = limit if limit is not None else converter.GENERATE_DEFAULT_ROWS
         spec = source[len(generator) + 1 :]
+        if "split" in inspect.signature(converter.generate).parameters:  # it generates every split itself
+            return SourceRows(converter.generate(count, seed, spec, split=source_split))
         rows = converter.generate(count, seed, spec) if spec else converter.generate(count, seed)
         return SourceRows(rows) if source_split == "train" else None
     path = Path(source).expanduser()
@@ -303,7 +305,8 @@ def prepare(
 
 
 def format_report(report: dict) -> str:
-    lines = [f"rlvr data {report['task']}: {report['source']} -> verifier {report['verifier']}"]
+    verifier = report["verifier"] or "per row (extra_info.verifier)"
+    lines = [f"rlvr data {report['task']}: {report['source']} -> verifier {verifier}"]
     lines.append(f"{'split':<8}{'read':>8}{'written':>9}{'dropped':>9}  reasons")
     for split, info in report["splits"].items():
         dropped = sum(info["dropped"].values())

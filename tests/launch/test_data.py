@@ -44,7 +44,8 @@ def test_every_task_has_a_converter_and_a_recipe():
         module = load(name)
         assert module.NAME == name
         assert name in tasks, f"recipes/task/{name}.yaml is missing"
-        assert module.VERIFIER in registry.names()  # the verifier its ground truths are written for exists
+        # the verifier its ground truths are written for exists (mix: every row names its own)
+        assert module.VERIFIER in registry.names() or (name == "mix" and module.VERIFIER is None)
 
 
 def test_gsm8k_keeps_the_final_number_and_counts_each_drop(tmp_path):
@@ -435,3 +436,44 @@ def test_ifeval_generator_is_offline_seeded_and_every_row_is_valid(tmp_path):
     report = data.prepare("ifeval", tmp_path, "generate", limit=40, test_size=4, seed=3)
     assert report["splits"]["train"]["written"] == 36 and report["splits"]["test"]["written"] == 4
     assert report["splits"]["train"]["dropped"] == {}
+
+
+# ---- mix: converted tasks in one parquet, each row keeping its verifier -----------------------------
+
+
+def test_mix_weights_domains_and_verifiers(tmp_path):
+    data.prepare("gsm8k", tmp_path / "gsm8k", str(FIXTURES / "gsm8k"))
+    data.prepare("ifeval", tmp_path / "ifeval", "generate", limit=40, test_size=4)
+    source = f"mix:{tmp_path / 'gsm8k'}=1,{tmp_path / 'ifeval'}=2"
+    report = data.prepare("mix", tmp_path / "mix", source, limit=9, seed=1)
+    assert report["verifier"] is None and "per row" in data.format_report(report)
+    train, test = _rows(tmp_path / "mix" / "train.parquet"), _rows(tmp_path / "mix" / "test.parquet")
+    domains = [r["extra_info"]["domain"] for r in train]
+    assert sorted(domains) == ["gsm8k"] * 3 + ["ifeval"] * 6  # 9 rows at weights 1:2
+    assert sorted(r["extra_info"]["domain"] for r in test) == ["gsm8k"] * 2 + ["ifeval"] * 4  # every test row
+    for row in train + test:
+        expected = {"gsm8k": "math", "ifeval": "ifeval"}[row["extra_info"]["domain"]]
+        assert row["extra_info"]["verifier"] == expected
+    assert len({tuple(sorted(r["extra_info"])) for r in train + test}) == 1  # one unified extra_info schema
+    again = data.prepare("mix", tmp_path / "again", source, limit=9, seed=1)
+    assert again["splits"]["train"]["written"] == 9 and _rows(tmp_path / "again" / "train.parquet") == train
+
+
+def test_mix_refuses_bad_parts_weights_and_verifiers(tmp_path):
+    data.prepare("ifeval", tmp_path / "ifeval", "generate", limit=10, test_size=2)
+    part = tmp_path / "ifeval"
+    with pytest.raises(UserError, match="must be positive"):
+        data.prepare("mix", tmp_path / "m", f"mix:{part}=1,{part}=0")
+    with pytest.raises(UserError, match="must be positive"):
+        data.prepare("mix", tmp_path / "m", f"mix:{part}=1,{part}=-2")
+    with pytest.raises(UserError, match="unknown part 'nope'"):
+        data.prepare("mix", tmp_path / "m", f"mix:{part}=1,nope=1")
+    with pytest.raises(UserError, match="at least two parts"):
+        data.prepare("mix", tmp_path / "m", f"mix:{part}=1")
+    rows = _rows(part / "train.parquet")
+    for row in rows:
+        row["extra_info"]["verifier"] = "no_such_verifier"
+    (tmp_path / "bad").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "bad" / "train.parquet")
+    with pytest.raises(UserError, match="verifier 'no_such_verifier', which does not exist"):
+        data.prepare("mix", tmp_path / "m", f"mix:{part}=1,{tmp_path / 'bad'}=1")

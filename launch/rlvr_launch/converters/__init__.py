@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 # Task names with a converter: module file name == task name == recipes/task/NAME.yaml.
-NAMES = ("gsm8k", "math", "code", "countdown", "tool_use", "ifeval", "reasoning_gym")
+NAMES = ("gsm8k", "math", "code", "countdown", "tool_use", "ifeval", "reasoning_gym", "mix")
 
 
 class Drop(Exception):
