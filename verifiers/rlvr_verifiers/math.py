@@ -171,6 +171,7 @@ Equality
 
 from __future__ import annotations
 
+import json
 import math as _pymath
 import re
 import threading
@@ -180,7 +181,16 @@ from fractions import Fraction
 from typing import Any
 
 from rlvr_verifiers import reasoning
-from rlvr_verifiers.base import OK, PARSE_ERROR, TIMEOUT, WRONG, Item, Verdict
+from rlvr_verifiers.base import (
+    AMBIGUOUS_ANSWER,
+    OK,
+    PARSE_ERROR,
+    RESPONSE_TOO_LARGE,
+    TIMEOUT,
+    WRONG,
+    Item,
+    Verdict,
+)
 from rlvr_verifiers.registry import Verifier, register
 
 MAX_ANSWER_CHARS = 2000
@@ -195,6 +205,9 @@ SYMBOLIC_TIMEOUT_S = 3.0
 # MathVerifier.quick decides in the caller's process only on inputs this short.
 QUICK_MAX_RESPONSE_CHARS = 100_000
 QUICK_MAX_ANSWER_CHARS = 200
+# A response longer than this is not read (`response_too_large`): every scan below is linear, this bounds the
+# constant (4M characters is about 1M tokens, beyond any generation length a recipe sets).
+MAX_RESPONSE_CHARS = 4_000_000
 
 
 class ParseFailure(Exception):
@@ -221,8 +234,9 @@ _BOX_RE = re.compile(r"\\(?:boxed|fbox|framebox)(?![a-zA-Z])\s*")
 # Answer markers: "answer is X", "Answer: X", "answer = X", GSM8K's "#### X", and "Answer $X$" /
 # "Final Answer \[X\]" at the start of a line (math right after the word).
 _ANSWER_RE = re.compile(
-    r"\banswer\b\s*(?:\*\*)?\s*(?:is\b|:|=)"
+    r"\banswer\b[ \t]*(?:\([^()\n]{0,40}\)[ \t]*)?(?:\*\*)?\s*(?:is\b|:|=)"
     r"|(?:^|\n)[ \t>#*]*(?:final\s+)?answer\b(?:\*\*)?[ \t]*(?=\$|\\\[|\\\()"
+    r"|(?:^|\n)[ \t*]*A[ \t]*:(?=[ \t]*(?:\$|\\\(|-?\d))"
     r"|####",
     re.IGNORECASE,
 )
@@ -240,7 +254,9 @@ _SENTENCE_SCAN_RE = re.compile(
 # Closing sentences that carry no answer (Minerva's "I hope it is correct.").
 _FILLER_RE = re.compile(
     r"\s*(?:i hope (?:it|this|that|my answer) (?:is|was) (?:correct|right|helpful)|(?:i )?hope (?:this|it|that) helps"
-    r"|good luck|let me know\b[^.!?]*|thank you|thanks|feel free\b[^.!?]*|please\b[^.!?]*)\s*[.!]?\s*",
+    r"|good luck|let me know\b[^.!?]*|thank you|thanks|feel free\b[^.!?]*|please\b[^.!?]*"
+    r"|(?:this|the|my|that|which) (?:final )?(?:answer|solution|result) is (?:correct|right|verified|confirmed|final)"
+    r"|(?:the )?end(?: of (?:the )?(?:solution|answer))?)\s*[.!]?\s*",
     re.IGNORECASE,
 )
 # Words that make a prose statement a hedge or a qualification: no answer is read from it.
@@ -332,6 +348,11 @@ class Unclosed(Exception):
 
 class Ambiguous(Exception):
     """The response states more than one final answer, or qualifies it: it is not paid (parse_error)."""
+
+
+class MultipleCandidates(Ambiguous):
+    """A prose answer without a final-answer marker states several values ("the square root of 64 is 8, and
+    the cube root is 4"): none is paid (`ambiguous_answer`)."""
 
 
 def _braced(text: str, start: int, limit: int | None = None) -> tuple[str, int]:
@@ -470,7 +491,7 @@ def _is_pure_math(s: str) -> bool:
 _ENV_NAME_RE = re.compile(r"\\(?:begin|end)\{[a-zA-Z*]+\}")
 
 
-def _statement_value(sentence: str) -> str | None:
+def _statement_value(sentence: str, no_marker: bool = False) -> str | None:
     """The answer stated by one prose sentence: its last value ("there are 12 distinct sequences" ->
     12), with a trailing unit in words; a list when values are joined by "and"/commas. None when the
     sentence hedges or qualifies (or, not, maybe, approximately...), or the last value is an operand
@@ -488,6 +509,8 @@ def _statement_value(sentence: str) -> str | None:
     because = _JUSTIFICATION_RE.search(masked)
     if because and _CANDIDATE_RE.search(s[: because.start()]):
         s = s[: because.start()].rstrip(" ,;")
+    if no_marker:
+        _check_single_statement(s)
     outside = _CANDIDATE_RE.sub(" ", s)
     if _HEDGE_RE.search(outside):
         return None
@@ -526,6 +549,9 @@ def _answer_phrase(text: str, pos: int) -> str | None:
     commas), else the rest of that sentence. Ambiguous when more math follows in the same sentence."""
     rest = text[pos : pos + MAX_PHRASE_CHARS].lstrip(" \t\r\n:*").lstrip()
     rest = _drop_currency_dollars(re.sub(r'^\\?["\u201c`]', "", rest))  # a quoted answer: "\"$12$\""
+    truth = _truth_value(_first_sentence(rest) if not re.match(r"\s*\w+,", rest) else rest[:400])
+    if truth is not None:
+        return truth
     m = _MATH_SEGMENT_RE.match(rest)
     if m:
         values = [next(g for g in m.groups() if g).strip()]
@@ -587,16 +613,139 @@ def _final_statement(text: str) -> str | None:
         return stripped.rstrip(" .") or None
     if _is_pure_math(last) and "$" not in last:
         return last or None
-    return _statement_value(last)
+    return _statement_value(last, no_marker=True)
 
 
-_NEXT_PROBLEM_RE = re.compile(r"\n\s*(?:#+\s*)?(?:Problem|Question)\s*(?:\d+\s*)?:", re.IGNORECASE)
+# A value a clause states: after a copula or `=` ("... is 8", "... are 3", "= 40").
+_STATED_RE = re.compile(r"(?:\b(?:is|are|was|were|equals|equal to|gives|be)\b|=)\s*$", re.IGNORECASE)
+_RESTATED_RE = re.compile(r"\b(?:which|that|this)\s+(?:is|equals)\s*$|\bi\.e\.,?\s*$", re.IGNORECASE)
+
+
+def _check_single_statement(sentence: str) -> None:
+    """A prose final statement with no answer marker that states two DIFFERENT values, each in its own clause
+    ("the square root of 64 is 8, and the cube root of 64 is 4"), names candidates, not an answer."""
+    s = sentence
+    stated: list[str] = []
+    for m in _CANDIDATE_RE.finditer(s[:MAX_PHRASE_CHARS]):
+        before = s[max(0, m.start() - 24) : m.start()]
+        if _STATED_RE.search(before):
+            if stated and _RESTATED_RE.search(before):
+                stated.pop()  # "10, which is 1,000.99": the later value restates the earlier one
+            stated.append(next(g for g in m.groups() if g).strip())
+    if len(set(stated)) >= 2:
+        raise MultipleCandidates(f"the final statement names several values: {sentence[:80]!r}")
+
+
+# A new turn after the answer: a few-shot model writing the next exercise, or a hallucinated dialogue turn.
+_NEXT_PROBLEM_RE = re.compile(
+    r"\n[ \t]*(?:#+[ \t]*|\*\*)?(?:Problem|Question|Human|User|Q)[ \t]*(?:\d+[ \t]*)?(?:\*\*)?:",
+    re.IGNORECASE,
+)
 _END_TOKEN_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|end)\|>|</s>")
-_ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+# An answer tag, written loosely (`<answer>`, `< answer >`, `</ answer>`): group 1 is the slash of a closing one.
+_ANSWER_TAG_RE = re.compile(r"<[ \t]*(/?)[ \t]*answer[ \t]*>", re.IGNORECASE)
+# A JSON answer field ("answer": ..., "final_answer": ...); the value is decoded by the JSON decoder.
+_JSON_ANSWER_RE = re.compile(r'"(?:final[_ ]?)?answer"\s*:\s*', re.IGNORECASE)
+# An answer label written inside the math (`\text{Answer: } 5`, `\textbf{Final Answer:} 5`, `Answer: 5`).
+_ANSWER_LABEL_RE = re.compile(
+    r"^\s*(?:\\(?:text|textbf|mathrm|textit)\s*\{\s*(?:final\s+)?answer\s*:?\s*\}\s*:?|(?:final\s+)?answer\s*:)\s*",
+    re.IGNORECASE,
+)
+# A truth value as the whole answer ("True.", "No, the coin is tails up", "**Yes**").
+_TRUTH_RE = re.compile(
+    r"[*\"'`\s]*(true|false|yes|no)[*\"'`]*\s*(?:$|[.!]\s*$|[,;:.]\s+(?P<rest>.*))", re.I | re.S
+)
+MAX_TAGS = 10_000  # answer tags read per response; more is not an answer (parse_error)
 
 
-def extract_answer(text: str) -> str | None:
+def _answer_tag_region(text: str) -> str | None:
+    """The text the last answer tag encloses: the content of the last `<answer>...</answer>` block, or after an
+    `<answer>` that never closes when a final box follows it. None when there is no answer tag. One linear scan
+    of the tags (no backtracking). Raises Ambiguous on an unclosed tag without a box, or nested tags."""
+    tags = []
+    for m in _ANSWER_TAG_RE.finditer(text):
+        tags.append(m)
+        if len(tags) > MAX_TAGS:
+            raise Ambiguous("too many answer tags")
+    if not tags:
+        return None
+    last = tags[-1]
+    if not last.group(1):  # an opening tag is the last one: it never closes
+        after = text[last.end() :]
+        if _BOX_RE.search(after):
+            return after
+        raise Ambiguous("an <answer> tag is never closed")
+    opening = None
+    for k in range(len(tags) - 2, -1, -1):
+        if not tags[k].group(1):
+            opening = tags[k]
+            if k > 0 and not tags[k - 1].group(1):
+                raise Ambiguous("nested <answer> tags")
+            break
+    if opening is None:  # a closing tag without an opening one: what precedes it is the answer region
+        return text[: last.start()]
+    return text[opening.end() : last.start()]
+
+
+def _json_answer(text: str) -> str | None:
+    """The value of the last "answer" field of a JSON object in the response (text around it allowed)."""
+    if "{" not in text:
+        return None
+    last = None
+    for m in _JSON_ANSWER_RE.finditer(text):
+        last = m
+    if last is None:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, last.end())
+    except ValueError:
+        return None
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _truth_value(phrase: str) -> str | None:
+    """`True`/`False`/`Yes`/`No` when that word is the whole answer, or leads it followed only by its
+    explanation ("False, portfolio 2 is not the optimal one"); None when another truth word follows (a hedge)."""
+    m = _TRUTH_RE.match(phrase[:400])
+    if not m:
+        return None
+    rest = m.group("rest") or ""
+    if re.search(r"\b(?:true|false|yes|no)\b", rest, re.IGNORECASE):
+        return None
+    return m.group(1).capitalize()
+
+
+def _strip_trailing_filler(text: str) -> str:
+    """The response without closing lines that are only filler ("This answer is correct." repeated)."""
+    end = len(text)
+    for _ in range(200):  # bounded: filler lines, each inspected once
+        stripped = text[:end].rstrip()
+        start = stripped.rfind("\n") + 1
+        line = stripped[start:].strip()
+        if not line or len(line) > 300:
+            break
+        sentences = _sentences(line)
+        if not sentences or not all(_FILLER_RE.fullmatch(x) for x in sentences):
+            break
+        end = start
+    return text[:end]
+
+
+def extract_answer(text: str, _depth: int = 0) -> str | None:
     """The final answer in a response (see the module doc), or None. Raises Unclosed / Ambiguous."""
+    found = _extract(text, _depth)
+    if found is not None:
+        found = _ANSWER_LABEL_RE.sub("", found, count=1)  # `\text{Answer: } 5` inside the math is 5
+    return found
+
+
+def _extract(text: str, _depth: int) -> str | None:
     text = _restore_control_escapes(text)
     m = _END_TOKEN_RE.search(text)
     if m and text[: m.start()].strip():
@@ -604,17 +753,20 @@ def extract_answer(text: str) -> str | None:
     m = _NEXT_PROBLEM_RE.search(text)
     if m and (_BOX_RE.search(text, 0, m.start()) or _ANSWER_RE.search(text, 0, m.start())):
         text = text[: m.start()]  # a few-shot model went on to write the next "Problem:" after answering
-    if "<answer>" in text.lower():
-        # R1-Zero style `<answer>...</answer>`: the last tagged block is the answer region.
-        last_tag = None
-        for m in _ANSWER_TAG_RE.finditer(text):
-            last_tag = m
-        if last_tag is None or re.search(r"<answer>", text[last_tag.end() :], re.IGNORECASE):
-            raise Ambiguous("an <answer> tag is never closed")
-        inner = last_tag.group(1).strip()
-        if "<answer>" in inner.lower():
-            raise Ambiguous("nested <answer> tags")
-        return extract_answer(inner) if inner else None
+    if _depth < 2:
+        # R1-Zero style `<answer>...</answer>` (loosely written tags too): the last tagged block is the answer
+        # region; then a JSON object's "answer" field.
+        region = _answer_tag_region(text)
+        if region is not None:
+            region = region.strip()
+            return extract_answer(region, _depth + 1) if region else None
+        value = _json_answer(text)
+        if value is not None:
+            return extract_answer(value, _depth + 1) or value
+    text = _strip_trailing_filler(text)
+    truth = _truth_value(text) if len(text) < 400 else None
+    if truth is not None:  # the whole region is a truth value ("True.", "No, the coin is tails up.")
+        return truth
     boxed = _boxed_with_end(text)
     if boxed is not None:
         content, end = boxed
@@ -663,8 +815,10 @@ _TEXT_CMD_RE = re.compile(
 )
 _THOUSANDS_WHOLE_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?$")
 _THOUSANDS_SPACE_RE = re.compile(r"^[-+]?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?$")
-_CHOICE_RE = re.compile(r"^\(?([A-J])\)?$")
-_CHOICE_RESPONSE_RE = re.compile(r"^\(?([A-J])(?:\)|\.|:|\s|$)")
+_CHOICE_RE = re.compile(r"^\(?([A-J])\)?$|^\(([a-j])\)$")
+_CHOICE_RESPONSE_RE = re.compile(r"^\(?([A-J])(?:\)|\.|:|\s|$)|^\(([a-j])\)")
+# A number written in a base: `10001_2`, `10001_{2}`, `A3F_{16}`.
+_BASE_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d{1,2})\}?$")
 
 
 def _unwrap_text(s: str) -> str:
@@ -720,10 +874,12 @@ def _canon_unit(unit: str) -> str:
         "circ": "degree",
         "°": "degree",
     }.get(u, u)
-    for suffix in ("es", "s"):
-        if u.endswith(suffix) and len(u) > len(suffix) + 1 and u not in ("inches",):
-            return u[: -len(suffix)]
-    return "inch" if u == "inches" else u
+    # Plurals: "inches", "boxes" drop "es", every other plural "s" ("degrees" is "degree", not "degre").
+    if len(u) > 3 and u.endswith(("ches", "shes", "xes", "sses")):
+        return u[:-2]
+    if len(u) > 2 and u.endswith("s") and not u.endswith("ss"):
+        return u[:-1]
+    return u
 
 
 @dataclass
@@ -2278,7 +2434,7 @@ def _prepare(raw: str) -> Answer:
 
 def _choice(s: str) -> str | None:
     m = _CHOICE_RE.match(s.strip())
-    return m.group(1) if m else None
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def _decimal_comma_equal(a: str, b: str) -> bool:
@@ -2343,12 +2499,22 @@ def check(
 
         return Verdict(0.0, INVALID_INPUT, "empty reference answer")
     resp_norm = normalize(response_answer)
+    truth = ref.norm.text.strip().lower()
+    if truth in ("true", "false", "yes", "no"):
+        # A truth value is compared as a word (case-insensitive), never read as a product of variables.
+        got = re.sub(r"[^a-z]", "", _unwrap_text(resp_norm.text).lower())
+        if got == truth:
+            return Verdict(1.0, OK, f"truth value {truth}")
+        return Verdict(0.0, WRONG, f"{resp_norm.text[:40]!r} != {truth}")
     letter = _choice(_unwrap_text(ref.norm.text))
     if letter is not None:
         text = _unwrap_text(resp_norm.text).strip()
         m = _CHOICE_RESPONSE_RE.match(text)
-        got = m.group(1) if m else None
-        if got and re.search(r"(?<![A-Za-z])[A-J](?![A-Za-z])", text[m.end() :]):
+        got = (m.group(1) or m.group(2)) if m else None
+        if got and letter.islower() and m.group(1):
+            got = None  # a reference `(b)` asks for the parenthesised lower-case option
+        other = r"(?<![A-Za-z])[A-J](?![A-Za-z])" if got and got.isupper() else r"\([a-j]\)"
+        if got and re.search(other, text[m.end() :]):
             return Verdict(0.0, WRONG, f"more than one choice named: {text[:40]!r}")  # a hedge like "A or B"
         if got == letter:
             return Verdict(1.0, OK, f"choice {letter}")
@@ -2357,6 +2523,13 @@ def check(
         return Verdict(0.0, WRONG, f"unit {resp_norm.unit!r} != {ref.norm.unit!r}")
     if _decimal_comma_equal(resp_norm.text, ref.norm.text):
         return Verdict(1.0, OK, "decimal comma")
+    base = _BASE_RE.match(ref.norm.text.replace(" ", ""))
+    if base and base.group(2) != "10":
+        # A numeral in the base the problem asks for: `10001` (no subscript) or with the same subscript.
+        got = _BASE_RE.match(resp_norm.text.replace(" ", ""))
+        digits = got.group(1) if got and got.group(2) == base.group(2) else resp_norm.text.replace(" ", "")
+        if digits.lower() == base.group(1).lower() and not resp_norm.label:
+            return Verdict(1.0, OK, f"numeral in base {base.group(2)}")
     if resp_norm.text == ref.norm.text and (
         not (ref.norm.label and resp_norm.label) or ref.norm.label == resp_norm.label
     ):
@@ -2432,6 +2605,13 @@ class MathVerifier(Verifier):
             return Verdict(
                 0.0, INVALID_INPUT, f"response must be a string, got {type(item.response).__name__}"
             )
+        if len(item.response) > MAX_RESPONSE_CHARS:
+            return Verdict(
+                0.0,
+                RESPONSE_TOO_LARGE,
+                f"response has {len(item.response):,} characters, over the math verifier's limit of "
+                f"{MAX_RESPONSE_CHARS:,}: cap the generation length (max_response_length)",
+            )
         region = reasoning.answer_region(item)  # never read inside the reasoning block (reasoning.py)
         if isinstance(region, Verdict):
             return region
@@ -2439,6 +2619,8 @@ class MathVerifier(Verifier):
             answer = extract_answer(region)
         except Unclosed:
             return Verdict(0.0, PARSE_ERROR, "last \\boxed{ is never closed")
+        except MultipleCandidates as exc:
+            return Verdict(0.0, AMBIGUOUS_ANSWER, str(exc))
         except Ambiguous as exc:
             return Verdict(0.0, PARSE_ERROR, f"ambiguous final answer: {exc}")
         if answer is None or not answer.strip():
