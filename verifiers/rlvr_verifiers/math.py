@@ -653,7 +653,7 @@ _ANSWER_LABEL_RE = re.compile(
 )
 # A truth value as the whole answer ("True.", "No, the coin is tails up", "**Yes**").
 _TRUTH_RE = re.compile(
-    r"[*\"'`\s]*(true|false|yes|no)[*\"'`]*\s*(?:$|[.!]\s*$|[,;:.]\s+(?P<rest>.*))", re.I | re.S
+    r"[*\"'`\s]*(true|false|yes|no)[*\"'`]*\s*(?:$|[.!][*\"'`]*\s*$|[,;:.]\s+(?P<rest>.*))", re.I | re.S
 )
 MAX_TAGS = 10_000  # answer tags read per response; more is not an answer (parse_error)
 
