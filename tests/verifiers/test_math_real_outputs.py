@@ -114,6 +114,18 @@ def test_prose_naming_several_values_without_a_marker_is_ambiguous_answer(respon
     assert v.status == "ambiguous_answer" and v.score == 0.0 and v.status in STATUSES
 
 
+@pytest.mark.parametrize(
+    ("response", "gold"),
+    [
+        ("So the result is 2^{10} = 1024.", "1024"),
+        ("So the number is 10 which is 1,000.99.", "1000.99"),
+        ("There are 5 red and 7 blue marbles, so there are 12 marbles in total.", "12"),
+    ],
+)
+def test_one_computation_or_a_restatement_is_not_several_candidates(response, gold) -> None:
+    assert verdict(response, gold).status == "ok"
+
+
 def test_response_over_the_size_limit_is_response_too_large() -> None:
     from rlvr_verifiers.math import MAX_RESPONSE_CHARS
 

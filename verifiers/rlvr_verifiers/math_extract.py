@@ -420,12 +420,18 @@ def _check_single_statement(sentence: str) -> None:
     ("the square root of 64 is 8, and the cube root of 64 is 4"), names candidates, not an answer."""
     s = sentence
     stated: list[str] = []
+    last_end = 0
     for m in _CANDIDATE_RE.finditer(s[:MAX_PHRASE_CHARS]):
         before = s[max(0, m.start() - 24) : m.start()]
         if _STATED_RE.search(before):
-            if stated and _RESTATED_RE.search(before):
-                stated.pop()  # "10, which is 1,000.99": the later value restates the earlier one
+            # "10, which is 1,000.99" restates the earlier value; "2^{10} = 1024" (no word between) is one
+            # computation whose result is the later value.
+            if stated and (
+                _RESTATED_RE.search(before) or not re.search(r"[A-Za-z]{2,}", s[last_end : m.start()])
+            ):
+                stated.pop()
             stated.append(next(g for g in m.groups() if g).strip())
+            last_end = m.end()
     if len(set(stated)) >= 2:
         raise MultipleCandidates(f"the final statement names several values: {sentence[:80]!r}")
 
