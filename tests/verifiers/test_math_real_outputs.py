@@ -40,6 +40,7 @@ def test_corpus_is_real_outputs_from_several_sources_with_provenance() -> None:
 KNOWN_FALSE_REJECTS = {
     "theoremqa-109": "'the answer is color (a) is brighter.': an option named inside a sentence",
     "cs336_r1zero_eval-336": "'8 packs of gum': a count followed by 'of'",
+    "cs336_r1zero_eval-255": "'\\boxed{\\text{2000 calories}}': a count word inside \\text is not read as a unit",
     "cs336_r1zero_eval-342": "'\\frac{21}{3} \\approx 7 servings' outside math delimiters",
     "mathvista-358": "'September 1982 has more actual total income.': a year in prose",
     "mathvista-408": "'lower than 0.2% in **1970**.' then a second paragraph",
