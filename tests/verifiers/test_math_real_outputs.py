@@ -160,3 +160,19 @@ def test_worst_case_inputs_stay_within_a_cpu_budget_and_are_not_paid(name) -> No
     spent = time.process_time() - start
     assert v.status != "ok"
     assert spent < 0.5, f"{name}: {spent:.3f} s of CPU for {len(text):,} characters"
+
+
+def test_ambiguous_answers_are_counted_per_step() -> None:
+    from rlvr_verifiers.verl_bridge import step_metrics
+
+    statuses = [verdict(r, "4").status for r in ("So the width is 4 and the length is 9.", "\\boxed{4}")]
+    m = step_metrics(
+        {
+            "rlvr_verifier": ["math", "math"],
+            "rlvr_status": statuses,
+            "acc": [0.0, 1.0],
+            "rlvr_latency_ms": [1.0, 1.0],
+        }
+    )
+    assert m["rlvr/math/ambiguous_answers"] == 1.0 and m["rlvr/math/pass_rate"] == 0.5
+    assert m["rlvr/math/responses_too_large"] == 0.0
