@@ -39,7 +39,6 @@ def test_corpus_is_real_outputs_from_several_sources_with_provenance() -> None:
 # as an unexpected pass and a new false reject fails.
 KNOWN_FALSE_REJECTS = {
     "theoremqa-109": "'the answer is color (a) is brighter.': an option named inside a sentence",
-    "cs336_r1zero_eval-336": "'8 packs of gum': a count followed by 'of'",
     "cs336_r1zero_eval-255": "'\\boxed{\\text{2000 calories}}': a count word inside \\text is not read as a unit",
     "cs336_r1zero_eval-342": "'\\frac{21}{3} \\approx 7 servings' outside math delimiters",
     "mathvista-358": "'September 1982 has more actual total income.': a year in prose",
@@ -80,6 +79,7 @@ def test_real_output_is_decided_as_labelled(row) -> None:
         ("The answer is \\boxed{60}.\n\n## Question: What is 2+3?\nThe answer is \\boxed{5}.", "60"),
         ("The angle is 180 degrees.", "180^\\circ"),
         ("The answer is (b).", "(b)"),
+        ("<answer> 8 packs of gum </answer>", "8"),
     ],
 )
 def test_answer_families_models_write_are_read(response, gold) -> None:
@@ -97,6 +97,8 @@ def test_answer_families_models_write_are_read(response, gold) -> None:
         ("<answer> 17 </answer> <answer> 18 </answer>", "17"),
         ("The answer is 60 degrees.", "60 cm"),
         ("The answer is \\boxed{5}.\nThis answer is correct.", "6"),
+        ("Joe has \\frac{22}{3} \\approx 7 servings of crawfish.", "7"),
+        ("He has 5 of them left.", "5"),
     ],
 )
 def test_near_misses_of_those_families_are_not_paid(response, gold) -> None:

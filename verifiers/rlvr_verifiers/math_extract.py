@@ -125,6 +125,9 @@ _QUALIFIER_AFTER = {
 }
 
 
+# An approximation sign right before the value ("\frac{22}{3} \approx 7"): the value is rounded, not stated.
+_APPROX_BEFORE_RE = re.compile(r"(?:\\approx|\u2248|\\sim|~)\s*$")
+_QUALIFIER_ANYWHERE = _QUALIFIER_AFTER - {"of", "out", "at", "each", "per", "over", "under"}
 # Between two boxes that form one answer only connectives may stand ("\boxed{2} and \boxed{3}").
 _BOX_GAP_WORDS = {"and", "or", "for", "part", "parts", "also", "respectively"}
 
@@ -312,13 +315,22 @@ def _statement_value(sentence: str, no_marker: bool = False) -> str | None:
     k = len(cands) - 1
     while k > 0 and _LIST_GAP_RE.fullmatch(s[cands[k - 1].end() : cands[k].start()]):
         k -= 1
-    if _OPERAND_BEFORE_RE.search(s[: cands[k].start()]) or _NEGATED_BEFORE_RE.search(s[: cands[k].start()]):
+    before = s[: cands[k].start()]
+    if (
+        _OPERAND_BEFORE_RE.search(before)
+        or _NEGATED_BEFORE_RE.search(before)
+        or _APPROX_BEFORE_RE.search(before)
+    ):
         return None
     after = re.sub(r"^[$\u20ac\u00a3\u00a5]", "", s[cands[-1].end() :].strip()).strip()  # "1,000.99$"
     if re.search(r"[\d$\\=<>]", after) or _NEGATION_RE.search(s[cands[k].start() :]):
         return None
     words = re.findall(r"[A-Za-z]+", after)
-    if any(w.lower() in _QUALIFIER_AFTER for w in words):
+    # A qualifier right after the value ("5 of them", "5 more", "3 times") or a comparison anywhere after it
+    # ("8 packs more than needed"); a preposition after a noun is not one ("8 packs of gum").
+    if words and (
+        words[0].lower() in _QUALIFIER_AFTER or any(w.lower() in _QUALIFIER_ANYWHERE for w in words)
+    ):
         return None
     values = [next(g for g in c.groups() if g).strip() for c in cands[k:]]
     if (
