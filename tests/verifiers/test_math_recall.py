@@ -25,8 +25,10 @@ from rlvr_verifiers.math import check, extract_answer
 MATH = registry.get("math")
 CORPUS = Path(__file__).parent / "data" / "math_answers.jsonl"
 ROWS = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
-# R1 `<think>` pairs are labelled by the shared reasoning-block rule (rlvr_verifiers/reasoning.py).
+# R1 `<think>` pairs are labelled by the shared reasoning-block rule (rlvr_verifiers/reasoning.py). It is part
+# of the product: if the module disappears the corpus must fail loudly, never silently drop those rows.
 REASONING_RULE = importlib.util.find_spec("rlvr_verifiers.reasoning") is not None
+assert REASONING_RULE, "rlvr_verifiers.reasoning is missing: the 'reasoning' corpus rows cannot be decided"
 
 
 def verdict(response: str, reference: str):

@@ -16,7 +16,20 @@ PARSE_ERROR = "parse_error"  # no answer could be extracted from the response
 TIMEOUT = "timeout"  # the check ran out of its time bound
 SANDBOX_ERROR = "sandbox_error"  # the sandbox failed (not the program under test)
 INVALID_INPUT = "invalid_input"  # the item itself is malformed (missing or bad ground truth)
-STATUSES = (OK, WRONG, PARSE_ERROR, TIMEOUT, SANDBOX_ERROR, INVALID_INPUT)
+AMBIGUOUS_ANSWER = "ambiguous_answer"  # the answer names several candidate values and no final one: not paid
+RESPONSE_TOO_LARGE = (
+    "response_too_large"  # the response is over the verifier's size limit: not read, not paid
+)
+STATUSES = (
+    OK,
+    WRONG,
+    PARSE_ERROR,
+    TIMEOUT,
+    SANDBOX_ERROR,
+    INVALID_INPUT,
+    AMBIGUOUS_ANSWER,
+    RESPONSE_TOO_LARGE,
+)
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,11 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from rlvr_verifiers.base import (
+    AMBIGUOUS_ANSWER,
     INVALID_INPUT,
     OK,
     PARSE_ERROR,
+    RESPONSE_TOO_LARGE,
     SANDBOX_ERROR,
     STATUSES,
     TIMEOUT,
@@ -359,6 +361,8 @@ class VerifierMetrics:
             "parse_failures": float(self.statuses[PARSE_ERROR]),
             "sandbox_errors": float(self.statuses[SANDBOX_ERROR]),
             "invalid_inputs": float(self.statuses[INVALID_INPUT]),
+            "ambiguous_answers": float(self.statuses[AMBIGUOUS_ANSWER]),
+            "responses_too_large": float(self.statuses[RESPONSE_TOO_LARGE]),
             "retries": float(self.retries),
             "calls": float(self.calls),
             "quick": float(self.quick),
