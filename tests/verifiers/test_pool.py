@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
+from rlvr_verifiers.base import (
+    INVALID_INPUT,
+    MAX_RESPONSE_CHARS,
+    OK,
+    PARSE_ERROR,
+    RESPONSE_TOO_LARGE,
+    SANDBOX_ERROR,
+    TIMEOUT,
+    WRONG,
+    Item,
+)
 from rlvr_verifiers.pool import PoolConfig, PoolError, VerifierPool, _percentile
 
 HERE = Path(__file__).resolve().parent
@@ -374,6 +384,20 @@ def test_exact_math_is_decided_in_the_caller_and_only_the_rest_is_shipped(local_
     finally:
         shipping.shutdown()
         quick.shutdown()
+
+
+@pytest.mark.slow
+def test_a_response_over_the_size_limit_is_counted_and_never_read_nor_shipped(local_ray):
+    pool = make_pool("t-too-large", num_actors=1, preload=("math",), imports=())
+    try:
+        huge = "x" * (MAX_RESPONSE_CHARS + 1) + r"\boxed{1}"
+        result = pool.verify("math", [Item(huge, "1"), Item(r"\boxed{1}", "1")])
+        assert [v.status for v in result.verdicts] == [RESPONSE_TOO_LARGE, OK]
+        m = result.metrics["math"]
+        assert m.statuses[RESPONSE_TOO_LARGE] == 1 and m.as_dict()["responses_too_large"] == 1.0
+        assert m.calls == 0 and m.quick == 1  # nothing travelled: the small one was decided quick
+    finally:
+        pool.shutdown()
 
 
 @pytest.mark.slow
