@@ -133,7 +133,9 @@ class CodeConfig:
 # --------------------------------------------------------------------------------------------------
 # extraction
 
-_LANG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+.-")
+# Anchored runs with nothing after them: one pass each, never a backtrack.
+_BLANKS = re.compile(r"[ \t]*")
+_LANG = re.compile(r"[A-Za-z0-9_+.-]*")
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 
 
@@ -149,17 +151,13 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
     spaces after a fence between `[ \\t]*` and `[^\\n]*`, and rescans the rest of the text from every run
     of backticks: seconds of CPU on 32 KB.)"""
     out = []
-    pos, n = 0, len(text)
+    pos = 0
     while True:
         start = text.find("```", pos)
         if start < 0:
             return out
-        k = start + 3
-        while k < n and text[k] in " \t":
-            k += 1
-        lang = k
-        while k < n and text[k] in _LANG_CHARS:
-            k += 1
+        lang = _BLANKS.match(text, start + 3).end()
+        k = _LANG.match(text, lang).end()
         newline = text.find("\n", k)
         if newline < 0:
             return out  # no line break after this fence, so none after any later one

@@ -41,6 +41,7 @@ from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Ver
 from rlvr_verifiers.registry import Verifier, register
 
 _MISTRAL_ARGS_RE = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.\-]*)\s*\[ARGS\]")
+_SPACES = re.compile(r"\s*")
 MAX_CALLS = 64  # more tool calls than this in one response is parse_error (bounds the schema checks)
 
 
@@ -116,7 +117,7 @@ def _fenced_blocks(text: str) -> list[str]:
     text, re.DOTALL)` returns, in one linear pass (that pattern rescans the rest of the text from every
     run of backticks, and backtracks over every split of a run of spaces after the fence)."""
     out = []
-    pos, n = 0, len(text)
+    pos = 0
     while True:
         start = text.find("```", pos)
         if start < 0:
@@ -124,8 +125,7 @@ def _fenced_blocks(text: str) -> list[str]:
         body = start + 3
         if text.startswith(("json", "JSON"), body):
             body += 4
-        while body < n and text[body].isspace():
-            body += 1
+        body = _SPACES.match(text, body).end()  # one pass, never a backtrack
         end = text.find("```", body)
         if end < 0:
             return out  # no closing fence after this one, so none after any later one
