@@ -56,3 +56,22 @@ def test_a_child_that_dies_is_replaced(worker):
     assert worker.check("pool_test_echo", Item("crash", 0)) is None  # os._exit in the child
     assert worker.gave_up == 1
     assert worker.check("pool_test_echo", Item("5", 5)).status == OK
+
+
+def test_callers_in_several_threads_each_get_their_own_verdict(worker):
+    import threading
+
+    got: dict[int, list[bool]] = {}
+
+    def caller(k: int) -> None:
+        got[k] = [
+            worker.check("pool_test_echo", Item(str(k * 100 + i), k * 100 + i)).status == OK
+            for i in range(30)
+        ]
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {k: [True] * 30 for k in range(4)} and worker.gave_up == 0

@@ -40,6 +40,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -106,6 +107,7 @@ class QuickWorker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready = False
         self._loaded: set[str] = set()  # verifiers the running child has imported (not charged to items)
+        self._lock = threading.RLock()  # one request on the pipes at a time (callers in several threads)
 
     @property
     def pid(self) -> int | None:
@@ -164,7 +166,11 @@ class QuickWorker:
 
     def check(self, name: str, item: Any) -> Any:
         """`registry.get(name).quick(item)` in the child: its Verdict, or None (over budget, no verdict,
-        or the child failed: the caller ships the item)."""
+        or the child failed: the caller ships the item). Thread-safe (one request at a time)."""
+        with self._lock:
+            return self._check(name, item)
+
+    def _check(self, name: str, item: Any) -> Any:
         self.start()
         assert self._proc is not None
         if not self._ready and not self._wait_ready():
@@ -218,7 +224,8 @@ class QuickWorker:
         self._kill()
 
     def close(self) -> None:
-        self._kill()
+        with self._lock:
+            self._kill()
 
     def __del__(self) -> None:
         try:
