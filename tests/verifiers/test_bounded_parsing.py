@@ -28,7 +28,7 @@ import tempfile
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rlvr_verifiers import registry
@@ -238,6 +238,7 @@ def test_generated_pathological_responses_are_answered_within_the_cpu_budget(ver
         max_examples=40,
         deadline=None,  # wall time is not the measure; CPU time is asserted below
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: each try can cost the 1 s guard
     )
     @given(response=pathological())
     def check(response):
