@@ -90,6 +90,7 @@ KNOWN = {
     "lt_then_spaces": _fill("<" + " " * 63),
     "mixed_tags": _fill("<answer><tool_call>```[{<think>\\boxed{"),
     "words": _fill("the answer is "),
+    "distinct_words": " ".join(str(i) for i in range(N // 5))[:N],
 }
 
 FRAGMENTS = [
