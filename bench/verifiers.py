@@ -17,6 +17,9 @@
    pathological shapes of tests/verifiers/test_bounded_parsing.py, each MAX_RESPONSE_CHARS (256 Ki
    characters) long, against the test's budget; and, side by side on 32 KB, the regular expressions the
    verifiers used before (rescanning from every start) against today's linear scanners.
+6. The quick path's cost (`--only quick`): math's quick check on the pool bench's math responses, in this
+   process (how the pool ran it before) vs in the bounded quick worker (rlvr_verifiers.quick_worker, how
+   it runs now), wall ms per item, rounds alternating; verdicts must be identical.
 5. Deadline precision (`--only deadlines`): wall-clock seconds from submitting a job to its result, for a
    CPU loop ignoring signals (deadline 1 s) and a sleeper (0.5 s): the latency the sandbox tests no
    longer assert (their bound is CPU time or the kill itself; a wall-clock limit fails under load).
@@ -367,6 +370,30 @@ def bench_deadlines(repeats: int) -> dict[str, list[float]]:
     return out
 
 
+def bench_quick(n: int, repeats: int) -> dict[str, Any]:
+    """Per-item wall time of math's quick check in-process vs through the quick worker."""
+    from rlvr_verifiers.quick_worker import QuickWorker
+
+    items = math_items(n, random.Random(7))
+    quick = registry.get("math").quick
+    worker = QuickWorker(preload=("math",))
+    worker.start()
+    inproc, child, mismatches = [], [], 0
+    try:
+        worker.check("math", items[0])  # started and loaded
+        for _ in range(repeats):
+            began = time.perf_counter()
+            local = [quick(item) for item in items]
+            inproc.append((time.perf_counter() - began) / n)
+            began = time.perf_counter()
+            remote = [worker.check("math", item) for item in items]
+            child.append((time.perf_counter() - began) / n)
+            mismatches += sum(a != b for a, b in zip(local, remote, strict=True))
+    finally:
+        worker.close()
+    return {"in_process_s": inproc, "quick_worker_s": child, "mismatches": mismatches, "n": n}
+
+
 def _load_run(filename: str):
     path = BENCH_DIR / filename
     if not path.exists():
@@ -398,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument(
         "--only",
-        choices=("pool", "math", "sandbox", "worst", "deadlines"),
+        choices=("pool", "math", "sandbox", "worst", "deadlines", "quick"),
         default=None,
         help="run one figure",
     )
@@ -553,6 +580,20 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             details.append(f"deadline rounds, {label}: {[round(x, 3) for x in walls]} s")
+
+    if args.only in (None, "quick"):
+        r = bench_quick(min(args.n, 512), args.repeats)
+        ours, base = statistics.median(r["quick_worker_s"]), statistics.median(r["in_process_s"])
+        table.append(
+            (
+                f"quick path in its bounded worker vs in-process, {r['n']} math responses",
+                f"{ours * 1000:.3f} ms/item",
+                f"{base * 1000:.3f} ms/item",
+                f"{ours / base:.2f}x the time",
+                "identical verdicts",
+            )
+        )
+        details.append(f"quick path verdict mismatches: {r['mismatches']}")
 
     headers = ("figure", "ours", "baseline", "ratio", "target")
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
