@@ -13,7 +13,8 @@ that held are enforced on every job (a job whose child cannot apply one of them 
 fail closed).
 
 Per job (see `_run_job` and `_zygote_run`): the manager makes the job's pipes and hands their fds to the
-zygote (SCM_RIGHTS); the zygote mounts a fresh tmpfs job dir (or makes a host job dir), forks, and gives
+zygote (SCM_RIGHTS); the zygote mounts a fresh noexec tmpfs job dir (or makes a host job dir), raises its
+own oom_score_adj to 1000 for the fork (the job inherits it; its /proc is read-only), forks, and gives
 the manager a pidfd of the child; the child (see `_jail`) joins the job cgroup, setsid, stdio on the
 pipes plus the harness result pipe on fd 3, every other fd closed, rlimits, chdir, a dedicated non-root
 uid, no_new_privs, Landlock, seccomp; THEN it reads its job (header, source, call args) from the head of
