@@ -394,6 +394,64 @@ def bench_quick(n: int, repeats: int) -> dict[str, Any]:
     return {"in_process_s": inproc, "quick_worker_s": child, "mismatches": mismatches, "n": n}
 
 
+def bench_pool_deadlines(repeats: int) -> dict[str, Any]:
+    """Wall seconds until verify() returns when only the per-item bound, or only the batch deadline, can
+    end it (the test-only `pool_test_echo` verifier's "hang" sleeps an hour)."""
+    import ray
+
+    from rlvr_verifiers.pool import PoolConfig, VerifierPool
+
+    tests_dir = str(BENCH_DIR.parent / "tests" / "verifiers")  # pool_test_verifiers, for the actors
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH")) if p)
+    sys.path.insert(0, tests_dir)
+    from pool_test_verifiers import EchoVerifier  # noqa: F401 - registers pool_test_echo here too
+
+    temp_dir = tempfile.mkdtemp(prefix="rlvr-bench-", dir="/tmp")
+    ray.init(
+        num_cpus=os.cpu_count() or 2,
+        resources={"rlvr_verifier": 2},
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    common = {"num_actors": 2, "cpus_per_actor": 1, "items_per_call": 4, "imports": ("pool_test_verifiers",)}
+    out: dict[str, Any] = {"item_bound": [], "batch_deadline": []}
+    try:
+        for round_ in range(repeats):
+            pool = VerifierPool(
+                PoolConfig(name=f"bench-hang-{round_}", item_timeout_s=2.0, batch_timeout_s=150.0, **common)
+            )
+            values = [str(i) for i in range(16)]
+            values[5] = "hang"
+            items = [Item(v, i) for i, v in enumerate(values)]
+            began = time.monotonic()
+            pool.verify("pool_test_echo", items)
+            out["item_bound"].append(time.monotonic() - began)
+            cfg = pool.config
+            out["item_bound_s"] = (
+                cfg.item_timeout_s * (cfg.items_per_call * cfg.max_in_flight_per_actor + 1) + 1.0
+            )
+            pool.shutdown()
+            pool = VerifierPool(
+                PoolConfig(
+                    name=f"bench-deadline-{round_}",
+                    item_timeout_s=600.0,
+                    batch_timeout_s=3.0,
+                    **{**common, "items_per_call": 1},
+                )
+            )
+            items = [Item("hang", 0), Item("hang", 1)] + [Item(str(i), i) for i in range(2, 8)]
+            began = time.monotonic()
+            pool.verify("pool_test_echo", items)
+            out["batch_deadline"].append(time.monotonic() - began)
+            pool.shutdown()
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return out
+
+
 def _load_run(filename: str):
     path = BENCH_DIR / filename
     if not path.exists():
@@ -580,6 +638,22 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             details.append(f"deadline rounds, {label}: {[round(x, 3) for x in walls]} s")
+        r = bench_pool_deadlines(max(1, min(args.repeats, 3)))
+        for label, key, bound in (
+            ("pool, one item hangs: its per-item bound ends it", "item_bound", r["item_bound_s"]),
+            ("pool, every actor hangs: the batch deadline ends it", "batch_deadline", 3.0),
+        ):
+            med = statistics.median(r[key])
+            table.append(
+                (
+                    label,
+                    f"{med:.2f} s wall (median)",
+                    f"{bound:.1f} s bound",
+                    f"{med - bound:+.2f} s",
+                    "bound (+ load)",
+                )
+            )
+            details.append(f"{label}: rounds {[round(x, 2) for x in r[key]]} s")
 
     if args.only in (None, "quick"):
         r = bench_quick(min(args.n, 512), args.repeats)
