@@ -1,8 +1,8 @@
 """`rlvr score --verifier NAME --input IN.jsonl --output OUT.jsonl`: batch scoring through the verifier pool.
 
 The same code path training uses (rlvr_verifiers.pool, the actors, their sandboxes). One output line per
-input line, in order: `{"score": float, "status": "ok|wrong|parse_error|timeout|sandbox_error|invalid_input",
-"detail": "short reason"}`. A summary (counts per status, pass rate, latency) goes to stderr.
+input line, in order: `{"score": float, "status":
+"ok|wrong|parse_error|timeout|sandbox_error|invalid_input|response_too_large", "detail": "short reason"}`. A summary (counts per status, pass rate, latency) goes to stderr.
 
 Input lines (JSON objects):
     math, countdown   {"response": str, "ground_truth": ...}
@@ -45,7 +45,15 @@ import tempfile
 import time
 from typing import Any
 
-STATUS_ORDER = ("ok", "wrong", "parse_error", "timeout", "sandbox_error", "invalid_input")
+STATUS_ORDER = (
+    "ok",
+    "wrong",
+    "parse_error",
+    "timeout",
+    "sandbox_error",
+    "invalid_input",
+    "response_too_large",
+)
 # Above this many lines `--path auto` starts the Ray pool; below, a Ray start (15-30 s on a small
 # machine) costs more than it saves (bench/score_paths.py).
 LOCAL_MAX_LINES = 20000

@@ -345,8 +345,17 @@ def test_pathological_inputs_finish_within_their_bound_and_are_never_accepted(
     assert spent < 3.0 + BOUND_SLACK_S, (spent, verdict)
 
 
-def test_megabyte_response_with_the_right_answer_is_still_accepted() -> None:
-    assert accepted("word " * 250_000 + r"so \boxed{17}", "17")
+def test_response_up_to_the_size_limit_with_the_right_answer_is_still_accepted() -> None:
+    # Issue 29: one size limit for every verifier (base.MAX_RESPONSE_CHARS, 256 Ki characters); up to it a
+    # long response is read in full, past it the status says why it was not paid (never a silent zero).
+    from rlvr_verifiers.base import MAX_RESPONSE_CHARS
+
+    tail = r"so \boxed{17}"
+    padding = "word " * ((MAX_RESPONSE_CHARS - len(tail)) // 5)
+    assert len(padding + tail) <= MAX_RESPONSE_CHARS
+    assert accepted(padding + tail, "17")
+    over = MATH.verify(Item("word " + padding + tail, "17"))
+    assert (over.score, over.status) == (0.0, "response_too_large")
 
 
 # An identity only sympy can prove (trig blocks the exact path) whose expansion takes sympy seconds.

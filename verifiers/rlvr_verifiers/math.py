@@ -11,7 +11,7 @@ scanning both extraction and normalisation use), `math_normalize` (string-level 
 (tokenizer and parser), `math_values` (scalars, collections, relations), `math_exact` (the exact algebra),
 `math_equal` (`check`), `math_bounds` (limits and exceptions); this module is the registered verifier.
 
-Size: a response over MAX_RESPONSE_CHARS (4M characters) is `response_too_large`, not read; below it every
+Size: a response over MAX_RESPONSE_CHARS (256 Ki characters, the limit every verifier shares: base.py) is `response_too_large`, not read; below it every
 scan is linear (no backtracking regex over the whole response; answer tags are paired in one scan).
 
 Extraction (from the response). The final answer is the last answer-bearing statement; a response whose

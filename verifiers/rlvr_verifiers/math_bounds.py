@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rlvr_verifiers.base import MAX_RESPONSE_CHARS  # noqa: F401  (math's size limit is the shared one)
+
 MAX_ANSWER_CHARS = 2000
 
 
@@ -36,9 +38,8 @@ QUICK_MAX_RESPONSE_CHARS = 100_000
 QUICK_MAX_ANSWER_CHARS = 200
 
 
-# A response longer than this is not read (`response_too_large`): every scan below is linear, this bounds the
-# constant (4M characters is about 1M tokens, beyond any generation length a recipe sets).
-MAX_RESPONSE_CHARS = 4_000_000
+# A response longer than the one limit every verifier shares is not read (`response_too_large`): every
+# scan below is linear, the limit bounds the constant (rlvr_verifiers.base.MAX_RESPONSE_CHARS).
 
 
 class ParseFailure(Exception):
