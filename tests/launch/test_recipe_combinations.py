@@ -13,8 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from rlvr_launch import compose, recipe_checks
 from rlvr_launch.cli import UserError
+from rlvr_launch.recipes import compose, recipe_checks
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
