@@ -32,11 +32,11 @@ import json
 import random
 import shutil
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from rlvr_launch.recipes.embedded_models import (  # the specs a recipe names; built here
-    STUDENT,
+    STUDENT,  # noqa: F401 - embedded_model.STUDENT, the name a recipe gives the student
     STUDENT_SPEC,
     TinySpec,
     student_model_dir,
@@ -67,6 +67,8 @@ EMPTY_THINK_BLOCK = "<think>\n\n</think>\n\n"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # transformers/models/qwen2/tokenization_qwen2.py PRETOKENIZE_REGEX (transformers 5.9).
 QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+
+
 def addition_pairs(spec: TinySpec) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     pairs = [(a, b) for a in range(spec.operand_a) for b in range(spec.operand_b)]
     random.Random(spec.seed).shuffle(pairs)
@@ -602,6 +604,7 @@ def ensure_base_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -
 # reads the teacher's token ids as they are. Half the width, one layer (55k parameters vs the teacher's
 # 332k), randomly initialised from the same fixed seed and NOT warm-started: everything it knows of the
 # task comes from the pipeline that trains it (the teacher's verified traces, or RL on its own samples).
+
 
 def ensure_student_model(cache_dir: Path, log=print) -> Path:
     """Path of the cached student model folder (built once, a second or two; digest-keyed like the teacher)."""

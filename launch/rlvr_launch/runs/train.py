@@ -22,13 +22,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from rlvr_launch.runs import placement
+from rlvr_launch.errors import UserError
 from rlvr_launch.recipes import (
     distillation,  # noqa: F401 - registers the `distillation` composition check
     recipe_checks,
 )
-from rlvr_launch.errors import UserError
 from rlvr_launch.recipes.compose import _override_key, merge_overrides
+from rlvr_launch.runs import placement
 from rlvr_launch.runs.rundir import REWARD_KEY, STEP_KEY, RunDir, iter_new_lines
 
 DEFAULT_RUNS_DIR = Path("runs")
