@@ -58,6 +58,8 @@ def _assert_fit(cfg, label: str) -> None:
 def _documented_commands() -> list[tuple[str, list[str]]]:
     sources = [
         ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),  # the README's topic guides
+        ROOT / "bench" / "README.md",
         *sorted(RECIPES.rglob("*.yaml")),
         *sorted((ROOT / "cluster").rglob("*.yaml")),
     ]
