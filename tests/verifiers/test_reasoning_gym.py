@@ -12,16 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip(
-    "reasoning_gym", reason="needs the reasoning-gym extra: pip install 'rlvr[reasoning-gym]'"
-)
-
-from rlvr_launch import data  # noqa: E402
-from rlvr_launch.cli import UserError  # noqa: E402
-from rlvr_launch.converters import reasoning_gym as converter  # noqa: E402
-from rlvr_verifiers import reasoning_gym as rg_verifier  # noqa: E402
-from rlvr_verifiers import registry  # noqa: E402
-from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item  # noqa: E402
+from rlvr_launch.data import convert as data
+from rlvr_launch.data.converters import reasoning_gym as converter
+from rlvr_launch.errors import UserError
+from rlvr_verifiers import reasoning_gym as rg_verifier
+from rlvr_verifiers import registry
+from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item
 
 DATASETS = (
     "chain_sum",
