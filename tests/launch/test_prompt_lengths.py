@@ -23,6 +23,8 @@ SOURCES = {
     "math": FIXTURES / "math",
     "code": FIXTURES / "code" / "apps.jsonl",
     "tool_use": FIXTURES / "tool_use" / "xlam.jsonl",
+    "ifeval": "generate",  # the offline generator (the longest prompts it makes: three constraints)
+    "reasoning_gym": "gym:chain_sum",
 }
 
 

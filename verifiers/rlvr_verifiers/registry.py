@@ -23,7 +23,7 @@ from typing import Any
 from rlvr_verifiers.base import Item, Verdict
 
 # Built-in verifiers: registry key == module file name == config value.
-BUILTIN = ("math", "countdown", "tool_call", "format", "code", "helpfulness")
+BUILTIN = ("math", "countdown", "tool_call", "format", "code", "helpfulness", "ifeval", "reasoning_gym")
 
 _REGISTRY: dict[str, Any] = {}
 _LOCK = threading.RLock()

@@ -18,6 +18,8 @@ component other than correctness (`rlvr_rubric_format`, ...; rlvr_verifiers.rubr
 from which `rlvr train` derives the per-step `rubric/<component>/mean` figures.
 
     data_source / ability contains        verifier
+    reasoning_gym                          reasoning_gym
+    ifeval, instruction_following          ifeval
     countdown                              countdown
     tool, function_call, bfcl, xlam        tool_call
     code, apps, taco, livecodebench,       code
@@ -28,7 +30,8 @@ from which `rlvr train` derives the per-step `rubric/<component>/mean` figures.
 Ground truth: `reward_model["ground_truth"]`. For `math` it is the reference answer string. For `code`,
 `countdown` and `tool_call` it is a JSON string (a dict is accepted too), decoded here:
 code {"inputs": [...], "outputs": [...], "fn_name"?: str}; countdown {"target": int, "numbers": [int]};
-tool_call {"tools": [...], "expected": ...}. A ground truth that does not decode is `invalid_input`.
+tool_call {"tools": [...], "expected": ...}; ifeval {"instruction_id_list": [...], "kwargs": [...]};
+reasoning_gym {"dataset": str, "entry": {...}}. A ground truth that does not decode is `invalid_input`.
 
 Batching: verl calls `run_single` once per sample (the reward-loop manager gathers a whole chunk of
 them concurrently; the agent loop streams them as rollouts finish). A per-worker micro-batcher collects
@@ -90,6 +93,9 @@ NAME = "rlvr"  # == reward.reward_manager.name
 
 # Substring of the lower-cased data_source (then ability) -> verifier. First match wins.
 ROUTE_TABLE: tuple[tuple[str, str], ...] = (
+    ("reasoning_gym", "reasoning_gym"),  # before "countdown": reasoning_gym/countdown is reasoning-gym's
+    ("ifeval", "ifeval"),
+    ("instruction_following", "ifeval"),
     ("countdown", "countdown"),
     ("tool", "tool_call"),
     ("function_call", "tool_call"),
@@ -115,7 +121,7 @@ ROUTE_TABLE: tuple[tuple[str, str], ...] = (
     ("addition", "math"),
     ("arithmetic", "math"),
 )
-JSON_GROUND_TRUTH = frozenset({"code", "countdown", "tool_call"})
+JSON_GROUND_TRUTH = frozenset({"code", "countdown", "tool_call", "ifeval", "reasoning_gym"})
 UNROUTED = "unrouted"  # the metrics bucket of samples no verifier was found for
 NO_ANSWER_REGION = "rlvr_no_answer_region"
 EXTRA_KEYS = ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms", NO_ANSWER_REGION)

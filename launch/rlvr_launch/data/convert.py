@@ -5,6 +5,7 @@
     rlvr data countdown --out DIR --source ./countdown/ --limit 1000    # a folder of split files
 
 Sources: a hub id (read with the `datasets` library; needs network access and `pip install datasets`),
+an offline generator (`ifeval`: `generate`; `reasoning_gym`: `gym:NAME[,KEY=VALUE...]`; --limit rows, --seed),
 or a local path: one .jsonl/.json/.parquet file (the source's train split; the other splits are carved
 from it, `--test-size`), or a folder holding `<split>.jsonl|json|parquet` per source split.
 Output: DIR/<split>.parquet for each split (train, test) and DIR/conversion_report.json.
@@ -37,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--source",
         default=None,
-        help="hub id (default: the task's usual dataset) or a local .jsonl/.json/.parquet file or folder",
+        help="hub id (default: the task's usual dataset), a local .jsonl/.json/.parquet file or folder, or "
+        "an offline generator (ifeval: generate; reasoning_gym: gym:NAME[,KEY=VALUE...]; --limit rows, --seed)",
     )
     parser.add_argument("--split", default=None, help="comma-separated splits to write (default: train,test)")
     parser.add_argument("--limit", type=int, default=None, help="read at most N source rows per split")
@@ -47,7 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.1,
         help="rows held out as `test` when the source has no test split: a fraction (<1) or a count (default 0.1)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out carve (deterministic)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the held-out carve and of `--source generate` (deterministic)",
+    )
 
 
 # ---- reading ------------------------------------------------------------------------------------------
@@ -139,9 +146,20 @@ def read_hub(hub_id: str, config: str | None, split: str, limit: int | None) -> 
     return SourceRows([dict(row) for row in dataset])
 
 
-def read_source(converter, source: str | None, source_split: str, limit: int | None) -> SourceRows | None:
+def read_source(
+    converter, source: str | None, source_split: str, limit: int | None, seed: int = 0
+) -> SourceRows | None:
     """Rows of `source_split`, or None when a local source has no such split."""
     source = source or converter.HUB_ID
+    generator = getattr(converter, "GENERATE", None)
+    if generator is not None and (source == generator or source.startswith(generator + ":")):
+        # the converter's offline generator (train only; `test` is carved): GENERATE[:SPEC]
+        count = limit if limit is not None else converter.GENERATE_DEFAULT_ROWS
+        spec = source[len(generator) + 1 :]
+        if "split" in inspect.signature(converter.generate).parameters:  # it generates every split itself
+            return SourceRows(converter.generate(count, seed, spec, split=source_split))
+        rows = converter.generate(count, seed, spec) if spec else converter.generate(count, seed)
+        return SourceRows(rows) if source_split == "train" else None
     path = Path(source).expanduser()
     if path.exists():
         if path.is_file():
@@ -221,7 +239,7 @@ def prepare(
     carved: list[str] = []
     for split in ["train"] + [s for s in splits if s != "train"]:
         source_split = converter.SPLITS[split]
-        src = read_source(converter, source, source_split, limit) if source_split else None
+        src = read_source(converter, source, source_split, limit, seed) if source_split else None
         if src is None:
             if split == "train":
                 raise UserError(
@@ -287,7 +305,8 @@ def prepare(
 
 
 def format_report(report: dict) -> str:
-    lines = [f"rlvr data {report['task']}: {report['source']} -> verifier {report['verifier']}"]
+    verifier = report["verifier"] or "per row (extra_info.verifier)"
+    lines = [f"rlvr data {report['task']}: {report['source']} -> verifier {verifier}"]
     lines.append(f"{'split':<8}{'read':>8}{'written':>9}{'dropped':>9}  reasons")
     for split, info in report["splits"].items():
         dropped = sum(info["dropped"].values())

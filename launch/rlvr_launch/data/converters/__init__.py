@@ -13,7 +13,9 @@ A converter module defines:
     SCHEMA      one line naming the source schema (shown in `rlvr data --help`)
     convert(row: dict, split: str, index: int) -> dict   (or raises Drop)
 Optional: NOTES, a tuple of note kinds a converter may report (not drops: e.g. ignored private tests)
-through `note(kind)` inside convert.
+through `note(kind)` inside convert; GENERATE (a --source value), GENERATE_DEFAULT_ROWS and
+generate(count, seed[, spec]) -> source rows: an offline generator (`--source GENERATE[:SPEC]`, e.g.
+`rlvr data ifeval --source generate`, `rlvr data reasoning_gym --source gym:chain_sum,max_terms=3`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import json
 from typing import Any
 
 # Task names with a converter: module file name == task name == recipes/task/NAME.yaml.
-NAMES = ("gsm8k", "math", "code", "countdown", "tool_use")
+NAMES = ("gsm8k", "math", "code", "countdown", "tool_use", "ifeval", "reasoning_gym", "mix")
 
 
 class Drop(Exception):
