@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,9 @@ CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.
 VENDORED_CRDS = Path(__file__).resolve().parent / "data" / "kuberay-crds"
 K8S_VERSION = "1.33.0"
 VERIFIER_RESOURCE = "rlvr_verifier"
+NAMESPACE = "rlvr"
+# NodeLocal DNSCache's default listen address (kubernetes/cluster/addons/dns/nodelocaldns).
+NODELOCAL_DNS = "169.254.20.10/32"
 
 
 def _crds_dir() -> Path:
@@ -285,8 +289,10 @@ def test_network_policies_leave_verifiers_only_their_ray_cluster(rendered):
     for rule in allow["spec"]["egress"]:
         assert rule.get("to"), "an egress rule without `to` opens every destination"
         for peer in rule["to"]:
-            assert "ipBlock" not in peer
-            if "namespaceSelector" in peer:  # only the cluster DNS, only port 53
+            if "ipBlock" in peer:  # only NodeLocal DNSCache's link-local address, only port 53
+                assert peer["ipBlock"] == {"cidr": NODELOCAL_DNS}
+                assert {p["port"] for p in rule["ports"]} == {53}
+            elif "namespaceSelector" in peer:  # only the cluster DNS, only port 53
                 assert peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
                 assert {p["port"] for p in rule["ports"]} == {53}
             else:
@@ -359,6 +365,12 @@ def test_overlay_recipe_composes_and_matches_its_worker_groups(rendered):
     assert cfg.trainer.n_gpus_per_node == gpus, name
     shipped = yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]
     assert worker_env(cfg).items() <= {k: str(v) for k, v in shipped.items()}.items(), name
+    if cfg.trainer.nnodes > 1:
+        # Nodes joined by pod networking (TCP): FSDP shards within a node and only all-reduces
+        # gradients between nodes, instead of all-gathering every layer across them.
+        for role in ("actor", "ref"):
+            fsdp_size = cfg.actor_rollout_ref[role].fsdp_config.fsdp_size
+            assert fsdp_size == cfg.trainer.n_gpus_per_node, (name, role, fsdp_size)
 
 
 def test_vm_launcher_config_validates_against_rays_schema():
@@ -375,3 +387,251 @@ def test_vm_launcher_config_validates_against_rays_schema():
     assert "rlvr-verifier" in types["verifier_cpu"]["docker"]["worker_image"]
     text = (ROOT / "cluster" / "ray-cluster.yaml").read_text()
     assert not re.search(r"RAY_AUTH_TOKEN=|WANDB_API_KEY=|HF_TOKEN=", text), "secrets by reference only"
+
+
+def test_the_namespace_is_created_by_the_same_apply(rendered):
+    """`kubectl apply -k OVERLAY` on a fresh cluster: the Namespace comes first (kustomize orders it
+    before what goes in it) and everything namespaced goes into it, so nothing is applied into a
+    namespace that does not exist yet (the old README's `kubectl -n rlvr apply -k` failed there)."""
+    name, resources = rendered
+    assert resources[0]["kind"] == "Namespace" and resources[0]["metadata"]["name"] == NAMESPACE, name
+    cluster_scoped = {"Namespace", "RuntimeClass"}
+    for resource in resources:
+        if resource["kind"] in cluster_scoped:
+            assert "namespace" not in resource["metadata"], (name, resource["kind"])
+        else:
+            assert resource["metadata"].get("namespace") == NAMESPACE, (name, resource["kind"])
+
+
+def test_verifier_dns_reaches_nodelocal_dnscache(rendered):
+    """Where nodes run NodeLocal DNSCache, pods ask a hostNetwork cache on 169.254.20.10, which the
+    kube-dns pod selector does not match: without this rule verifier pods cannot resolve the head."""
+    _, resources = rendered
+    allow = next(r for r in resources if r["metadata"]["name"] == "rlvr-verifier-allow-ray-only")
+    rules = [r for r in allow["spec"]["egress"] if {"ipBlock": {"cidr": NODELOCAL_DNS}} in r["to"]]
+    assert len(rules) == 1
+    assert {(p["protocol"], p["port"]) for p in rules[0]["ports"]} == {("UDP", 53), ("TCP", 53)}
+
+
+def test_shared_runs_volumes_name_their_storage_class_in_the_overlay(rendered):
+    """A ReadWriteMany claim without a class gets the cluster's default, a block disk on EKS/GKE/AKS
+    that cannot be shared: the claim stays Pending and no head or trainer pod is scheduled. The class
+    is chosen in the overlay the user edits (the base names none)."""
+    name, resources = rendered
+    base = yaml.safe_load((K8S / "base" / "runs-volume.yaml").read_text())
+    assert "storageClassName" not in base["spec"]
+    for claim in (r for r in resources if r["kind"] == "PersistentVolumeClaim"):
+        if "ReadWriteMany" in claim["spec"]["accessModes"]:
+            assert claim["spec"].get("storageClassName"), f"{name}: RWX claim without a storage class"
+
+
+# Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards), the rules that
+# pod specs can break. Baseline's allowed added capabilities; restricted allows only NET_BIND_SERVICE.
+_BASELINE_CAPS = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+_RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+
+
+def pod_security_violations(pod: dict, level: str) -> list[str]:
+    """What keeps `pod` (a pod spec) out of the Pod Security level `baseline` or `restricted`."""
+    problems = []
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            problems.append(key)
+    pod_ctx = pod.get("securityContext", {})
+    for volume in pod.get("volumes", []):
+        kinds = set(volume) - {"name"}
+        if "hostPath" in kinds or (level == "restricted" and not kinds <= _RESTRICTED_VOLUMES):
+            problems.append(f"volume {volume['name']}: {kinds}")
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        where = container["name"]
+        ctx = container.get("securityContext", {})
+        caps = ctx.get("capabilities", {})
+        if ctx.get("privileged"):
+            problems.append(f"{where}: privileged")
+        if any(port.get("hostPort") for port in container.get("ports", [])):
+            problems.append(f"{where}: hostPort")
+        allowed_caps = _BASELINE_CAPS if level == "baseline" else {"NET_BIND_SERVICE"}
+        if set(caps.get("add", [])) - allowed_caps:
+            problems.append(f"{where}: adds {set(caps.get('add', [])) - allowed_caps}")
+        if level != "restricted":
+            continue
+        if "ALL" not in caps.get("drop", []):
+            problems.append(f"{where}: does not drop ALL capabilities")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{where}: allowPrivilegeEscalation is not false")
+        if not ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")):
+            problems.append(f"{where}: runAsNonRoot is not true")
+        if ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0:
+            problems.append(f"{where}: runs as uid 0")
+        seccomp = ctx.get("seccompProfile", pod_ctx.get("seccompProfile", {}))
+        if seccomp.get("type") not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{where}: no RuntimeDefault seccomp profile")
+    return problems
+
+
+def _pod_specs(resources: list[dict]) -> list[tuple[str, dict]]:
+    return [(group, t["spec"]) for r in resources for group, t in _pod_templates(r)]
+
+
+def test_every_pod_meets_the_restricted_policy_its_namespace_enforces(rendered):
+    name, resources = rendered
+    labels = _one(resources, "Namespace")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted", name
+    for group, pod in _pod_specs(resources):
+        assert pod_security_violations(pod, "restricted") == [], (name, group)
+
+
+def test_the_pod_security_check_catches_what_restricted_refuses():
+    head = _one(render(K8S / "overlays" / "gpu"), "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    head["initContainers"][0]["securityContext"]["capabilities"]["add"] = ["CHOWN"]
+    head["containers"][0]["securityContext"].pop("allowPrivilegeEscalation")
+    head["securityContext"]["runAsUser"] = 0
+    head["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    problems = pod_security_violations(head, "restricted")
+    assert "runs-writable: adds {'CHOWN'}" in problems
+    assert "ray-head: allowPrivilegeEscalation is not false" in problems
+    assert "ray-head: runs as uid 0" in problems and "runs-writable: runs as uid 0" in problems
+    assert any(p.startswith("volume host") for p in problems)
+    assert pod_security_violations(head, "baseline") == ["volume host: {'hostPath'}"]
+
+
+def _head_init(resources: list[dict], name: str) -> dict:
+    head = _one(resources, "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    return next(c for c in head["initContainers"] if c["name"] == name)
+
+
+def _init_script(container: dict) -> str:
+    assert container["command"] == ["sh", "-c"]
+    (script,) = container["args"]
+    # Kubernetes expands $(VAR) and turns $$ into $ in command and args, before the shell sees them.
+    assert "$(" not in script and "$$" not in script, "Kubernetes would rewrite this script"
+    return script
+
+
+def _as_uid_1000(script: str) -> list[str]:
+    if os.geteuid() == 0:
+        return ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", script]
+    return ["sh", "-c", script]
+
+
+def _shared_dir(tmp_path: Path) -> Path:
+    """A directory every uid can reach (pytest's tmp_path is root's, mode 700)."""
+    base = Path(tempfile.mkdtemp(prefix="rlvr-runs-", dir="/tmp"))
+    base.chmod(0o755)
+    return base
+
+
+def test_the_head_stops_at_once_when_uid_1000_cannot_write_the_runs_volume(tmp_path):
+    """The head's `runs-writable` init container, run for real: silent on a writable volume (and leaves
+    nothing there), one line naming the owner and both fixes on one that uid 1000 cannot write."""
+    script = _init_script(_head_init(render(K8S / "overlays" / "gpu"), "runs-writable"))
+    base = _shared_dir(tmp_path)
+    try:
+        writable = base / "writable"
+        writable.mkdir(mode=0o777)
+        writable.chmod(0o777)
+        env = {"PATH": os.environ["PATH"], "RLVR_RUNS_DIR": str(writable), "HOSTNAME": "head-0"}
+        ok = subprocess.run(_as_uid_1000(script), env=env, capture_output=True, text=True, timeout=30)
+        assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+        assert list(writable.iterdir()) == []
+
+        locked = base / "locked"
+        locked.mkdir()
+        locked.chmod(0o755 if os.geteuid() == 0 else 0o555)
+        env["RLVR_RUNS_DIR"] = str(locked)
+        bad = subprocess.run(_as_uid_1000(script), env=env, capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 1
+        lines = bad.stderr.strip().splitlines()
+        assert len(lines) == 1, bad.stderr
+        owner = f"{locked.stat().st_uid}:{locked.stat().st_gid}"
+        assert f"the runs volume {locked} (claim rlvr-runs) is not writable by uid" in lines[0]
+        assert f"(owner {owner}, mode " in lines[0]
+        assert "uid/gid 1000" in lines[0] and "components/runs-owner" in lines[0]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _overlay_with_components(tmp_path: Path, overlay: str, components: list[str]) -> list[dict]:
+    """What a user gets by copying `overlay` and adding `components` to its kustomization.yaml."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    text = (K8S / "overlays" / overlay / "kustomization.yaml").read_text()
+    text = text.replace("../../base", os.path.relpath(K8S / "base", mine))
+    listed = "".join(f"  - {os.path.relpath(K8S / 'components' / c, mine)}\n" for c in components)
+    (mine / "kustomization.yaml").write_text(text + "components:\n" + listed)
+    return render(mine)
+
+
+def test_runs_owner_is_the_only_container_outside_restricted_and_lowers_the_namespace(tmp_path):
+    resources = _overlay_with_components(tmp_path, "gpu", ["runs-owner"])
+    labels = _one(resources, "Namespace")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    head = _one(resources, "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    assert [c["name"] for c in head["initContainers"]] == ["runs-owner", "runs-writable"]
+    owner = head["initContainers"][0]
+    assert owner["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert owner["image"] == head["containers"][0]["image"], "the overlay's images: rewrites it too"
+    for group, pod in _pod_specs(resources):
+        assert pod_security_violations(pod, "baseline") == [], group
+        outside = pod_security_violations(pod, "restricted")
+        assert all(p.startswith("runs-owner:") for p in outside), (group, outside)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a directory's owner needs root")
+def test_runs_owner_gives_a_root_owned_volume_to_uid_1000_with_only_cap_chown(tmp_path):
+    """The component's init container, run for real with CHOWN as its only capability (as the pod
+    runs it), then the head's check as uid 1000: refused before, passes after; a second run changes
+    nothing."""
+    resources = _overlay_with_components(tmp_path, "gpu", ["runs-owner"])
+    owner_script = _init_script(_head_init(resources, "runs-owner"))
+    check_script = _init_script(_head_init(resources, "runs-writable"))
+    base = _shared_dir(tmp_path)
+    try:
+        runs = base / "runs"
+        runs.mkdir(mode=0o755)
+        env = {"PATH": os.environ["PATH"], "RLVR_RUNS_DIR": str(runs), "HOSTNAME": "head-0"}
+
+        def check() -> int:
+            return subprocess.run(
+                _as_uid_1000(check_script), env=env, capture_output=True, timeout=30
+            ).returncode
+
+        assert check() == 1
+        only_chown = ["setpriv", "--bounding-set=-all,+chown", "--inh-caps=-all", "--no-new-privs"]
+        first = subprocess.run(
+            [*only_chown, "sh", "-c", owner_script], env=env, capture_output=True, text=True, timeout=30
+        )
+        assert first.returncode == 0, first.stderr
+        assert (runs.stat().st_uid, runs.stat().st_gid) == (1000, 1000)
+        assert "belongs to 0:0" in first.stdout
+        assert check() == 0
+        again = subprocess.run(
+            [*only_chown, "sh", "-c", owner_script], env=env, capture_output=True, text=True, timeout=30
+        )
+        assert again.returncode == 0 and again.stdout == ""
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
