@@ -635,3 +635,81 @@ def test_runs_owner_gives_a_root_owned_volume_to_uid_1000_with_only_cap_chown(tm
         assert again.returncode == 0 and again.stdout == ""
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# GPUs per instance and GB per GPU of the AWS types a trainer node could use.
+AWS_GPU_INSTANCES = {
+    "p4d.24xlarge": (8, 40),
+    "p4de.24xlarge": (8, 80),
+    "p5.48xlarge": (8, 80),
+    "p5e.48xlarge": (8, 141),
+    "p5en.48xlarge": (8, 141),
+    "g6e.48xlarge": (8, 48),
+    "g5.48xlarge": (8, 24),
+}
+
+
+def _vm_config() -> tuple[dict, str]:
+    text = (ROOT / "cluster" / "ray-cluster.yaml").read_text()
+    return yaml.safe_load(text), text
+
+
+def _vm_example_overrides(text: str) -> list[str]:
+    """The overrides of the `rlvr submit` example in the config's header (continuation lines joined)."""
+    lines = [line.removeprefix("#").strip() for line in text.splitlines() if line.startswith("#")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("rlvr submit"))
+    command = ""
+    for line in lines[start:]:
+        command += " " + line.removesuffix("\\")
+        if not line.endswith("\\"):
+            break
+    argv = shlex.split(command.split("#")[0])
+    return [a for a in argv[2:] if "=" in a and not a.startswith("--")]
+
+
+def _recipe_gpu_memory_gb(overrides: list[str]) -> int:
+    """The GPU memory the example's model recipe is sized for, from its own header ("8 x 80 GB GPUs")."""
+    given = dict(o.split("=", 1) for o in overrides)
+    model = given.get("model")
+    if model is None:
+        experiment = (ROOT / "recipes" / "experiment" / f"{given['experiment']}.yaml").read_text()
+        model = re.search(r"override /model: (\w+)", experiment).group(1)
+    header = (ROOT / "recipes" / "model" / f"{model}.yaml").read_text()
+    match = re.search(r"(\d+) x (\d+) GB GPUs", header)
+    assert match, f"recipes/model/{model}.yaml does not say which GPUs it is sized for"
+    return int(match.group(2))
+
+
+def test_vm_trainer_instances_have_the_gpu_memory_the_recipe_assumes():
+    """The VM example's trainer instances: GPUs as many as Ray is told, each with the memory the example's
+    model recipe is sized for (or the recipe's own fix for smaller cards, optimizer offload, is set)."""
+    config, text = _vm_config()
+    overrides = _vm_example_overrides(text)
+    trainer = config["available_node_types"]["trainer_gpu"]
+    instance = trainer["node_config"]["InstanceType"]
+    assert instance in AWS_GPU_INSTANCES, f"{instance}: add its GPUs and memory to AWS_GPU_INSTANCES"
+    gpus, gb = AWS_GPU_INSTANCES[instance]
+    assert trainer["resources"]["GPU"] == gpus
+    needed = _recipe_gpu_memory_gb(overrides)
+    offloaded = "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true" in overrides
+    assert gb >= needed or (offloaded and gb >= 40), (
+        f"{instance} has {gb} GB GPUs; the example's recipe is sized for {needed} GB"
+    )
+
+
+def test_the_vm_check_catches_40_gb_gpus():
+    assert AWS_GPU_INSTANCES["p4d.24xlarge"][1] < _recipe_gpu_memory_gb(["experiment=gsm8k_grpo"])
+
+
+@pytest.mark.slow
+def test_vm_example_recipe_composes_and_matches_the_trainer_nodes():
+    from rlvr_launch.compose import compose
+
+    config, text = _vm_config()
+    cfg = compose(_vm_example_overrides(text))
+    trainer = config["available_node_types"]["trainer_gpu"]
+    assert cfg.trainer.nnodes == trainer["min_workers"] == trainer["max_workers"]
+    assert cfg.trainer.n_gpus_per_node == trainer["resources"]["GPU"]
+    if cfg.trainer.nnodes > 1:
+        for role in ("actor", "ref"):
+            assert cfg.actor_rollout_ref[role].fsdp_config.fsdp_size == cfg.trainer.n_gpus_per_node, role
