@@ -40,6 +40,17 @@ session_pids() {
   ps -e -o pid=,sid=,stat= | awk -v s="$1" '$2 == s && $3 !~ /^Z/ {print $1}'
 }
 
+# Whether a process of session $1 names DIR on its command line (the head's gcs_server and raylet do).
+session_is_this_heads() {
+  local pid
+  for pid in $(session_pids "$1"); do
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/"; then
+      return 0
+    fi
+  done
+  return 1
+}
+
 # What is left of the head, one pid a line: the running processes of session $sid, the running pids of
 # $snapshot (taken before the first signal: a driver reparented since is no longer found through its
 # parent), and all their running descendants, whatever their session. One `ps` call.

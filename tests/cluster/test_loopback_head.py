@@ -149,12 +149,48 @@ def test_stop_refuses_a_session_that_is_not_the_heads(tmp_path):
         (head_dir / "rlvr-head.sid").write_text(str(other.pid))
         out = _run(["stop", str(head_dir)], _env(tmp_path))
         assert out.returncode == 1
-        assert "not touching it" in out.stderr
+        assert "not touching it" in out.stderr and "command not found" not in out.stderr
         assert other.poll() is None, "stop signalled a session that was not its head's"
         assert head_dir.is_dir()
     finally:
         other.kill()
         other.wait()
+
+
+def test_stop_ends_the_session_and_descendants_in_other_sessions_and_nothing_else(tmp_path):
+    """The teardown's logic without Ray (the slow test below runs a real head): a session whose leader
+    names DIR and ignores SIGTERM (as gcs_server does for a while), a child in that session, and a
+    child in a session of its own (as Ray's job supervisor starts a job's driver). All end, the leader by
+    SIGKILL after the grace period; a bystander session does not."""
+    head_dir = tmp_path / "head"
+    head_dir.mkdir()
+    sid_file = head_dir / "rlvr-head.sid"
+    fake_head = 'trap "" TERM; setsid sleep 3600 & sleep 3600 & echo $$ > "$1"; wait'
+    leader = subprocess.Popen(
+        ["setsid", "bash", "-c", fake_head, str(head_dir / "gcs_server"), str(sid_file)]
+    )
+    bystander = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (sid_file.is_file() and len(_tree(leader.pid)) == 3):
+            time.sleep(0.1)
+        assert int(sid_file.read_text()) == leader.pid
+        procs = _tree(leader.pid)
+        assert len(procs) == 3 and len({os.getsid(p.pid) for p in procs}) == 2, [_cmdline(p) for p in procs]
+        env = {**_env(tmp_path), "RLVR_HEAD_GRACE_S": "1"}
+        out = _run(["stop", str(head_dir)], env)
+        assert out.returncode == 0, out.stderr
+        assert "still running after 1 s: SIGKILL" in out.stderr
+        assert leader.wait(timeout=10) == -9
+        assert [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+        assert not head_dir.exists()
+        assert bystander.poll() is None
+    finally:
+        _kill(_tree(leader.pid))
+        leader.kill()
+        leader.wait()
+        bystander.kill()
+        bystander.wait()
 
 
 def test_stop_without_a_started_head_says_so(tmp_path):
