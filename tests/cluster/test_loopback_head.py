@@ -120,6 +120,7 @@ def _run(args: list[str], env: dict[str, str], timeout: float = 120) -> subproce
     )
 
 
+@pytest.mark.slow  # ~9 s: the ray CLI imports Ray; kept out of the fast set
 def test_the_token_command_writes_the_token_and_prints_nothing(tmp_path):
     """The README's form, `(umask 077; ray get-auth-token --generate >/dev/null)`: the token lands in
     ~/.ray/auth_token, readable by its owner only, and not on the terminal."""
