@@ -294,10 +294,10 @@ def test_stop_ends_every_process_of_the_head_frees_its_ports_and_nothing_else():
 
         procs = _tree(sid)
         cmdlines = [_cmdline(p) for p in procs]
-        driver = next(p for p in procs if "rlvr-lh-driver" in _cmdline(p))
-        assert os.getsid(driver.pid) != sid, "Ray's job supervisor gives the driver a session of its own"
         for part in ("gcs_server", "raylet", "ray.util.client.server", "dashboard.py", "rlvr-lh-driver"):
             assert any(part in c for c in cmdlines), f"no {part} in the head's session: {cmdlines}"
+        driver = next(p for p in procs if "rlvr-lh-driver" in _cmdline(p))
+        assert os.getsid(driver.pid) != sid, "Ray's job supervisor gives the driver a session of its own"
         # What `pkill -f DIR` would have missed.
         assert sum(str(head_dir) not in c for c in cmdlines) >= 3, cmdlines
         for port in (gcs, dashboard, client):
