@@ -72,10 +72,15 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 # Ubuntu's packages are pinned by the base image's snapshot; pin their versions at release too.
-# Same python3 as the verifier target (one Python); wget and rsync as there.
+# Same python3 as the verifier target (one Python); wget and rsync as there. openssh-client: the Ray
+# autoscaler of cluster/ray-cluster.yaml runs in the head's container (this image) and sets up every
+# worker node over ssh (then rsyncs file_mounts to it): without an ssh client no worker ever joins.
+# build-essential: gcc/g++ for the flash-attn build below and for the JIT kernels of Triton, vLLM and
+# FlashInfer, stated here rather than trusted to come with the CUDA devel base.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-dev git ca-certificates wget rsync \
+       openssh-client build-essential \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/venv \
     && python -c "import sys; v='%d.%d.%d' % sys.version_info[:3]; sys.exit(0 if v == '${PYTHON_VERSION}' else 'Python ' + v + ' != PYTHON_VERSION ${PYTHON_VERSION}')" \
@@ -83,11 +88,27 @@ RUN apt-get update \
     && groupadd --gid 1000 rlvr && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash rlvr
 RUN pip install "verl[vllm]==0.9.1" "torch==2.11.0" "vllm==0.24.0" "transformers==5.9.0"
 # flash-attn: verl's default attn_implementation (flash_attention_2) and its packed, padding-free
-# batches (use_remove_padding) need it, and verl[vllm] does not bring it. Built against the torch
-# above as verl's own stable vLLM Dockerfile does (no build isolation; the version of verl's
-# flash-attn-cu130torch211 extra). MAX_JOBS bounds the parallel compile (each job takes several GB).
-ARG MAX_JOBS=16
-RUN pip install --no-build-isolation "flash-attn==2.8.3" \
+# batches (use_remove_padding) need it, and verl[vllm] does not bring it. Built from source against the
+# torch above as verl's own stable vLLM Dockerfile does (no build isolation; the version of verl's
+# flash-attn-cu130torch211 extra). FLASH_ATTENTION_FORCE_BUILD: flash-attn 2.8.3's setup.py otherwise
+# first tries to download a prebuilt wheel, which it names for CUDA 12 under a CUDA 13 torch.
+# Build cost, bounded here (the previous 16 jobs x 4 nvcc threads x 4 architectures needed ~140 GB):
+# - FLASH_ATTN_CUDA_ARCHS: only the GPUs the trainer runs on, 80 (A100) and 90 (H100/H200); add 100
+#   for B200/GB200 (each architecture repeats the whole compile). flash-attn passes its own -gencode
+#   flags, so torch adds none (TORCH_CUDA_ARCH_LIST does not matter for this build).
+# - Memory: flash-attn's setup.py reckons ~9 GB per job at 4 nvcc threads, so MAX_JOBS x NVCC_THREADS
+#   x ~2.3 GB must fit the builder: the defaults, 4 jobs x 2 threads, peak near 20 GB. A large builder
+#   (64 cores, 256 GB) can take --build-arg MAX_JOBS=16 --build-arg NVCC_THREADS=4.
+# - Time (not measured here: no GPU builder): flash-attn's README gives 3-5 minutes on 64 cores with
+#   every core busy; at the defaults' 8 compiler threads expect roughly 30-60 minutes for two
+#   architectures (an estimate scaled from that figure). Build the trainer image once per release and
+#   push it; nodes only pull.
+ARG MAX_JOBS=4
+ARG NVCC_THREADS=2
+ARG FLASH_ATTN_CUDA_ARCHS="80;90"
+RUN FLASH_ATTENTION_FORCE_BUILD=TRUE MAX_JOBS="${MAX_JOBS}" NVCC_THREADS="${NVCC_THREADS}" \
+        FLASH_ATTN_CUDA_ARCHS="${FLASH_ATTN_CUDA_ARCHS}" \
+        pip install --no-build-isolation "flash-attn==2.8.3" \
     && python -c "import flash_attn"
 COPY --from=source /opt/rlvr /opt/rlvr
 # Editable, so `rlvr` and a RayJob's `python -m rlvr_launch.jobs.driver` find the recipes in /opt/rlvr/recipes.

@@ -5,8 +5,11 @@
 - what verl's GPU path loads: flash-attn (verl's default attn_implementation on a GPU is
   flash_attention_2, and rlvr's gpu platform keeps it), at the version verl 0.9.1's own extra pins;
 - what Ray's and KubeRay's machinery runs inside the containers: rsync (the cluster launcher's docker
-  runner syncs file_mounts with it), wget (KubeRay 1.5's exec health probes), boto3 in the head's image
-  (the autoscaler of cluster/ray-cluster.yaml runs there).
+  runner syncs file_mounts with it), wget (KubeRay 1.5's exec health probes), boto3 and the ssh client in
+  the head's image (the autoscaler of cluster/ray-cluster.yaml runs there and sets up every worker node
+  over ssh);
+- a flash-attn build that fits a builder: bounded parallel jobs, only the target GPU architectures, a
+  compiler installed on purpose.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 from dockerfile_text import global_args, installed, instructions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +29,7 @@ UBUNTU_PYTHON = {"22.04": "3.10.12", "24.04": "3.12.3"}
 
 
 def _stages() -> dict[str, dict]:
-    """name -> {"image": resolved base image, "args": ARG names, "run": [RUN texts]}."""
+    """name -> {"image": resolved base image, "args": {ARG name: default or None}, "run": [RUN texts]}."""
     args = global_args()
     stages: dict[str, dict] = {}
     current = None
@@ -34,9 +38,10 @@ def _stages() -> dict[str, dict]:
             words = rest.split()
             image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], words[0])
             current = words[words.index("AS") + 1] if "AS" in words else words[0]
-            stages[current] = {"image": image, "args": set(), "run": []}
+            stages[current] = {"image": image, "args": {}, "run": []}
         elif current and keyword == "ARG":
-            stages[current]["args"].add(rest.partition("=")[0])
+            name, eq, default = rest.partition("=")
+            stages[current]["args"][name] = default.strip('"') if eq else None
         elif current and keyword == "RUN":
             stages[current]["run"].append(rest)
     return stages
@@ -117,3 +122,32 @@ def test_head_image_has_the_aws_sdk_for_the_autoscaler(stages):
     installs = " ".join(stages["trainer"]["run"])
     match = re.search(r'pip install -e "/opt/rlvr\[([\w,]+)\]"', installs)
     assert match and {"train", "aws"} <= set(match.group(1).split(",")), installs
+
+
+def test_the_head_image_can_set_up_worker_nodes(stages):
+    """cluster/ray-cluster.yaml runs Ray's autoscaler in the head's container (the trainer image): it
+    reaches every new worker node with `ssh` and copies file_mounts with `rsync`. Without the ssh client
+    (git only recommends it; the CUDA base has none) no worker ever joins."""
+    config = yaml.safe_load((ROOT / "cluster" / "ray-cluster.yaml").read_text())
+    head_image = config["docker"].get("head_image", config["docker"]["image"])
+    assert "rlvr-trainer" in head_image, head_image
+    missing = {"openssh-client", "rsync"} - _apt_packages(stages["trainer"])
+    assert not missing, f"the head's image (trainer target) lacks {missing}"
+
+
+def test_flash_attention_build_fits_a_builder(stages):
+    """The compile is bounded by memory (flash-attn's setup.py: ~9 GB per job at 4 nvcc threads), built
+    for the trainer's GPUs only, from source (no guessed prebuilt wheel), with a compiler installed on
+    purpose rather than inherited from the CUDA base."""
+    trainer = stages["trainer"]
+    args = trainer["args"]
+    jobs, threads = int(args["MAX_JOBS"]), int(args["NVCC_THREADS"])
+    assert jobs * threads * 9 / 4 <= 32, f"MAX_JOBS={jobs} x NVCC_THREADS={threads} needs over 32 GB"
+    archs = set(args["FLASH_ATTN_CUDA_ARCHS"].split(";"))
+    assert archs and archs <= {"80", "90", "100", "120"} and len(archs) < 4, archs
+    assert {"80", "90"} <= archs, "A100 (80) and H100 (90), the GPUs the recipes are sized for"
+    build = next(r for r in trainer["run"] if "flash-attn==" in r)
+    for name in ("MAX_JOBS", "NVCC_THREADS", "FLASH_ATTN_CUDA_ARCHS"):
+        assert f'{name}="${{{name}}}"' in build, f"the flash-attn build does not pass {name}"
+    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in build
+    assert "build-essential" in _apt_packages(trainer)
