@@ -72,7 +72,10 @@ def _wait_for_step(proc: subprocess.Popen, run_dir: Path, attempt: int, step_at_
     while time.time() < deadline:
         if any(s >= step_at_least for s in _logged_steps(run_dir, attempt)):
             return
-        assert proc.poll() is None, f"the run ended before attempt {attempt} logged step {step_at_least}"
+        if proc.poll() is not None:
+            pytest.fail(
+                f"the run ended before attempt {attempt} logged step {step_at_least}:\n{proc.stdout.read()[-3000:]}"
+            )
         time.sleep(0.2)
     pytest.fail(f"attempt {attempt} never logged step {step_at_least}")
 

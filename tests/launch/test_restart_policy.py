@@ -109,3 +109,28 @@ def test_the_recipe_keys_are_checked():
     for bad in ({"max_restarts": "two"}, {"max_restarts": -1}, {"window_s": 0}):
         with pytest.raises(UserError, match="rlvr.restart"):
             RestartPolicy.from_config(OmegaConf.create({"rlvr": {"restart": bad}}))
+
+
+def test_a_dead_actor_is_named_by_its_class_and_why_in_one_line():
+    from ray.core.generated.common_pb2 import ActorDiedErrorContext
+
+    # What Ray builds when an actor's process is SIGKILLed (the context its GCS reports).
+    context = ActorDiedErrorContext(
+        class_name="WorkerDict",
+        actor_id=bytes(16),
+        pid=4242,
+        error_message="The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+        "Worker exit detail: Worker unexpectedly exits with a connection error code 2.",
+    )
+    failure = classify(rex.ActorDiedError(context))
+    assert failure.restartable
+    assert (
+        failure.cause
+        == "ActorDiedError: WorkerDict (pid 4242) died: its worker process has died (SYSTEM_ERROR)"
+    )
+
+
+def test_an_actor_that_died_in_its_constructor_is_not_restarted():
+    creation = rex.RayTaskError("RewardLoopWorker.__init__", "tb", ValueError("overlong buffer too long"))
+    failure = classify(rex.ActorDiedError(creation))
+    assert not failure.restartable and "constructor" in failure.reason

@@ -85,7 +85,22 @@ def _names(e: BaseException) -> list[str]:
 
 
 def _first_line(e: BaseException) -> str:
-    text = [line.strip() for line in str(e).splitlines() if line.strip()]
+    """One line for an exception; Ray's dead-actor reports (actor_id, class_name, pid, ... on lines of
+    their own) become `ActorDiedError: WorkerDict (pid 123) died: its worker process has died (SYSTEM_ERROR)`."""
+    message = str(e)
+    actor = re.search(r"class_name: ([\w.]+)", message)
+    if actor:
+        pid = re.search(r"\bpid: (\d+)", message)
+        why = re.search(r"The actor is dead because ([^.]+)", message)
+        exit_type = re.search(r"Worker exit type: (\w+)", message)
+        return (
+            f"{type(e).__name__}: {actor.group(1)}"
+            + (f" (pid {pid.group(1)})" if pid else "")
+            + " died"
+            + (f": {why.group(1)}" if why else "")
+            + (f" ({exit_type.group(1)})" if exit_type else "")
+        )[:300]
+    text = [line.strip() for line in message.splitlines() if line.strip()]
     return f"{type(e).__name__}: {text[0] if text else ''}".strip()[:300]
 
 
