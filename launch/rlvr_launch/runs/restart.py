@@ -88,7 +88,8 @@ def _first_line(e: BaseException) -> str:
     """One line for an exception; Ray's dead-actor reports (actor_id, class_name, pid, ... on lines of
     their own) become `ActorDiedError: WorkerDict (pid 123) died: its worker process has died (SYSTEM_ERROR)`."""
     message = str(e)
-    actor = re.search(r"class_name: ([\w.]+)", message)
+    # verl's colocated workers are `create_colocated_worker_cls.<locals>.WorkerDict`: the class is the last part.
+    actor = re.search(r"class_name: (?:\S*[.>])?(\w+)", message)
     if actor:
         pid = re.search(r"\bpid: (\d+)", message)
         why = re.search(r"The actor is dead because ([^.]+)", message)
@@ -215,9 +216,16 @@ def _update(path: Path, **fields) -> None:
     tmp.replace(path)
 
 
-def record_start(attempt_json: Path, restart_of: str | None = None) -> None:
-    """When the attempt started and, for a restart, the cause of the failure it restarts after."""
-    _update(attempt_json, started=time.time(), **({"restart_of": restart_of} if restart_of else {}))
+def record_start(attempt_json: Path, restart_of: str | None = None, resumed_after: str | None = None) -> None:
+    """When the attempt started and, for an automatic restart, the cause of the failure it restarts after
+    (`restart_of`, counted against the budget); for a person's resume, how the previous attempt ended
+    (`resumed_after`, not counted)."""
+    fields: dict = {"started": time.time()}
+    if restart_of:
+        fields["restart_of"] = restart_of
+    if resumed_after:
+        fields["resumed_after"] = resumed_after
+    _update(attempt_json, **fields)
 
 
 def record_end(attempt_json: Path, status: int, failure: Failure | None = None) -> None:
@@ -242,13 +250,14 @@ def unfinished_previous(attempts_dir: Path) -> str | None:
 
 
 def summary(attempts_dir: Path) -> str | None:
-    """`3 attempts, 2 restarts: after ActorDiedError: ... (a worker or actor process died); ...`; None for
-    a run of one attempt."""
+    """`3 attempts, 2 restarts: attempt 2 after ActorDiedError: ... (a worker or actor process died); ...`;
+    None for a run of one attempt."""
     records = attempt_records(attempts_dir)
     if len(records) < 2:
         return None
     restarts = [r for r in records if r.get("restart_of")]
+    resumes = [r for r in records if r.get("resumed_after")]
     text = f"{len(records)} attempts, {len(restarts)} restarts"
-    if restarts:
-        text += ": " + "; ".join(f"attempt {r['attempt']} after {r['restart_of']}" for r in restarts)
-    return text
+    parts = [f"attempt {r['attempt']} after {r['restart_of']}" for r in restarts]
+    parts += [f"attempt {r['attempt']} resumed by hand after: {r['resumed_after']}" for r in resumes]
+    return text + (": " + "; ".join(parts) if parts else "")
