@@ -10,7 +10,7 @@ import pytest
 import ray.exceptions as rex
 from omegaconf import OmegaConf
 
-from rlvr_launch.cli import UserError
+from rlvr_launch.errors import UserError
 from rlvr_launch.runs import restart
 from rlvr_launch.runs.restart import RestartPolicy, classify
 

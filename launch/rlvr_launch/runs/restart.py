@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_launch.cli import UserError
+from rlvr_launch.errors import UserError
 
 # Ray's and rlvr's exception names a restart can cure, with what happened, in words.
 RESTARTABLE = {
