@@ -383,6 +383,18 @@ def analyze(samples_path: Path, out_json: Path, out_png: Path | None) -> dict:
     rows.sort(key=lambda r: r["step"])
     if not rows:
         raise SystemExit(f"{samples_path} has no samples")
+    # A sample taken while the run shuts down (its last step's row arrives as its processes exit) has
+    # fewer processes than the run had: it measures the shutdown, not the run.
+    counts = [r.get("process_count") for r in rows if r.get("processes")]
+    usual = max(set(counts), key=counts.count) if counts else None
+    shutdown = [
+        r["step"]
+        for r in rows
+        if r.get("processes")
+        and r["step"] > rows[-1]["step"] - 3
+        and (r.get("process_count") != usual or any(p["rss"] == 0 for p in r["processes"].values()))
+    ]
+    rows = [r for r in rows if r["step"] not in shutdown]
     last_step = rows[-1]["step"]
     half = [r for r in rows if r["step"] > last_step / 2 and r["processes"]]
     report: dict = {
@@ -391,6 +403,7 @@ def analyze(samples_path: Path, out_json: Path, out_png: Path | None) -> dict:
         "after": after,
         "steps_sampled": len(rows),
         "last_step": last_step,
+        "shutdown_samples_left_out": shutdown,
     }
     fits: dict = {}
     for key in SERIES:
@@ -406,14 +419,25 @@ def analyze(samples_path: Path, out_json: Path, out_png: Path | None) -> dict:
         and not (save_freq and r["step"] % save_freq == 0)
     ]
     fits["step_time"] = fit([r["step"] for r in plain], [r["step_time"] for r in plain])
-    # Per process: those alive through the whole second half (a pid sampled in every row of it).
+    # Per process: those sampled in at least 90% of the second half's rows (a sample taken while the run
+    # shuts down can miss one), fitted over the rows that have it.
     per_process: dict = {}
-    names = set.intersection(*(set(r["processes"]) for r in half)) if half else set()
+    names = {name for r in half for name in r["processes"]}
     for name in sorted(names):
+        present = [r for r in half if name in r["processes"] and r["processes"][name]["rss"] > 0]
+        if len(present) < 0.9 * len(half):
+            continue
         for field in ("rss", "fds", "threads"):
-            f = fit([r["step"] for r in half], [float(r["processes"][name][field]) for r in half])
+            f = fit([r["step"] for r in present], [float(r["processes"][name][field]) for r in present])
             if f:
                 per_process.setdefault(name, {})[field] = f
+    # The machine's load over each half: a step time that grows with the load is not the run's doing.
+    first = [r["loadavg"] for r in rows if "loadavg" in r and r["step"] <= last_step / 2]
+    second = [r["loadavg"] for r in half if "loadavg" in r]
+    report["loadavg_halves"] = [
+        sum(first) / len(first) if first else None,
+        sum(second) / len(second) if second else None,
+    ]
     report["fits"] = fits
     report["per_process"] = per_process
     report["growing"] = [k for k, f in fits.items() if f and f["grows"]] + [

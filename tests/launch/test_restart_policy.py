@@ -134,3 +134,24 @@ def test_an_actor_that_died_in_its_constructor_is_not_restarted():
     creation = rex.RayTaskError("RewardLoopWorker.__init__", "tb", ValueError("overlong buffer too long"))
     failure = classify(rex.ActorDiedError(creation))
     assert not failure.restartable and "constructor" in failure.reason
+
+
+def test_a_ray_job_driver_past_the_budget_exits_at_once_naming_the_last_end(tmp_path, monkeypatch, capsys):
+    """KubeRay's resubmission (backoffLimit) after the run's restarts are spent trains nothing: the
+    budget is the run directory's, whoever restarts."""
+    from rlvr_launch.recipes.compose import compose
+    from rlvr_launch.runs.train import run_training
+
+    run_dir = tmp_path / "run"
+    attempts = run_dir / "attempts"
+    attempts.mkdir(parents=True)
+    for number, restart_of in ((1, None), (2, "ActorDiedError: x"), (3, "ActorDiedError: y")):
+        (attempts / f"{number}.json").write_text(json.dumps({"resume_from": 0}))
+        restart.record_start(attempts / f"{number}.json", restart_of)
+    restart.record_end(attempts / "3.json", 1, classify(rex.ActorDiedError()))
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")  # what Ray's job supervisor sets
+    cfg = compose(["rlvr.restart.max_restarts=2"])
+    assert run_training(cfg, run_dir) == 1
+    out = capsys.readouterr().out
+    assert "not restarting" in out and "2 restarts within the last 3600 s" in out and "ActorDiedError" in out
+    assert restart.attempt_records(attempts)[-1]["attempt"] == 3, "no attempt was started"
