@@ -62,7 +62,7 @@ def _start(run_dir: Path, ray_root: str, *overrides: str) -> subprocess.Popen:
 
 
 def _logged_steps(run_dir: Path, attempt: int) -> set[int]:
-    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.runs.rundir import RunDir
 
     return set(RunDir.read_attempt(run_dir / "attempts" / f"{attempt}.jsonl"))
 

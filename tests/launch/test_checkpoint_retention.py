@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from rlvr_launch.rundir import RunDir
+from rlvr_launch.runs.rundir import RunDir
 
 
 def _checkpoint(rd: RunDir, step: int, actor: bool = True) -> None:
