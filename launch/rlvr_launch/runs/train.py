@@ -371,7 +371,7 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
         # start-up (get_master_addr_port), whose worker Ray would otherwise keep idle for the whole run.
         # And no task events: the GCS keeps every task's events for the dashboard and the state API (up to
         # 100,000 task attempts), which a private head never serves; bench/soak.py measured its RSS
-        # growing 4.3 MiB per 100 steps of the CPU demo with them, flat without.
+        # growing 4.1 MiB per 100 steps of the CPU demo with them, flat without.
         system_config={
             "prestart_worker_first_driver": False,
             "num_workers_soft_limit": 0,
