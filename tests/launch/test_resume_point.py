@@ -8,8 +8,9 @@ from rlvr_launch.runs.rundir import RunDir
 def _run(tmp_path, checkpoints, logged, marker):
     rd = RunDir(tmp_path / "run")
     rd.checkpoints.mkdir(parents=True)
-    for step in checkpoints:
-        (rd.checkpoints / f"global_step_{step}").mkdir()
+    for step in checkpoints:  # complete, as verl leaves one: the actor's state and the dataloader's
+        (rd.checkpoints / f"global_step_{step}" / "actor").mkdir(parents=True)
+        (rd.checkpoints / f"global_step_{step}" / "data.pt").write_bytes(b"")
     (rd.checkpoints / "latest_checkpointed_iteration.txt").write_text(str(marker))
     rd.new_attempt(0).write_text("".join(json.dumps({"step": s, "data": {"x": s}}) + "\n" for s in logged))
     return rd

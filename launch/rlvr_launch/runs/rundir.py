@@ -20,6 +20,7 @@ import fcntl
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,10 +127,41 @@ class RunDir:
         logged = {int(r[STEP_KEY]) for r in self.merged_metrics()}
         if latest in logged:
             return latest, latest
+        complete = set(self.complete_checkpoints())
         for step in sorted(logged, reverse=True):
-            if step < latest and (self.checkpoints / f"global_step_{step}").is_dir():
+            if step < latest and step in complete:
                 return step, latest
         return latest, latest  # no earlier checkpoint: keep the newest (its row stays missing)
+
+    def complete_checkpoints(self) -> list[int]:
+        """Steps whose checkpoint folder holds the actor's state and the dataloader's (verl writes data.pt
+        after the actor's files), oldest first."""
+        steps = []
+        for path in self.checkpoints.glob("global_step_*"):
+            suffix = path.name.removeprefix("global_step_")
+            if suffix.isdigit() and (path / "actor").is_dir() and (path / "data.pt").is_file():
+                steps.append(int(suffix))
+        return sorted(steps)
+
+    def prune_checkpoints(self, keep: int | None) -> list[Path]:
+        """Remove what a long or restarted run would otherwise pile up, only below the tracker's step (verl
+        never writes there again): folders verl's retention emptied (it deletes a checkpoint's actor/ and
+        leaves the folder with data.pt, one a save_freq) and, beyond the newest `keep` complete
+        checkpoints, older complete ones (verl's retention forgets the checkpoints of earlier attempts).
+        `keep` None or <= 0: every complete checkpoint stays, as verl's own default."""
+        latest = self.latest_checkpoint_step()
+        if not latest or not self.checkpoints.is_dir():
+            return []
+        complete = self.complete_checkpoints()
+        kept = set(complete[-keep:]) if keep and keep > 0 else set(complete)
+        kept.add(latest)
+        removed = []
+        for path in self.checkpoints.glob("global_step_*"):
+            suffix = path.name.removeprefix("global_step_")
+            if suffix.isdigit() and int(suffix) < latest and int(suffix) not in kept:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        return removed
 
     # --- attempts -------------------------------------------------------------------------------
     def attempt_numbers(self) -> list[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import re
 import shutil
@@ -368,7 +369,14 @@ def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | Non
         # No idle workers prestarted per logical CPU: verl's actors carry a runtime_env and never reuse
         # them (~100 MiB each, idle for the whole run). And none kept after a task: verl runs one task at
         # start-up (get_master_addr_port), whose worker Ray would otherwise keep idle for the whole run.
-        system_config={"prestart_worker_first_driver": False, "num_workers_soft_limit": 0},
+        # And no task events: the GCS keeps every task's events for the dashboard and the state API (up to
+        # 100,000 task attempts), which a private head never serves; bench/soak.py measured its RSS
+        # growing 4.1 MiB per 100 steps of the CPU demo with them, flat without.
+        system_config={
+            "prestart_worker_first_driver": False,
+            "num_workers_soft_limit": 0,
+            "task_events_report_interval_ms": 0,
+        },
         # Without --verbose no worker's print reaches the driver, so the process forwarding them is left
         # out (and the autoscaler monitor always: ray_head's doc has the figures).
         log_monitor=verbose,
@@ -443,8 +451,11 @@ def actor_failures(ray_temp_dir: str | Path | None) -> list[str]:
 class Progress(threading.Thread):
     """Follows verl's metrics file and prints one line per step."""
 
-    def __init__(self, path: Path, total_steps: int, resume_from: int, labels: dict | None = None):
+    def __init__(
+        self, path: Path, total_steps: int, resume_from: int, labels: dict | None = None, on_step=None
+    ):
         super().__init__(daemon=True)
+        self.on_step = on_step
         self.labels = labels or {}
         self.path = path
         self.total = total_steps
@@ -484,6 +495,8 @@ class Progress(threading.Thread):
                     + (f" | response length {length:.1f}" if length is not None else "")
                     + f" | {per_step:.1f} s/step | ETA {int(left // 60)}m{int(left % 60):02d}s"
                 )
+                if self.on_step is not None:
+                    self.on_step()
 
 
 # --- tracking -------------------------------------------------------------------------------------
@@ -631,30 +644,135 @@ def run_training(
     """Train `cfg` (a composed, validated config) with verl, leaving everything in `run_dir`.
 
     `overrides` (what `cfg` was composed from) are stored as RUN_DIR/recipe.json, so that a resume
-    continues the same recipe (`resume_recipe`)."""
-    from omegaconf import OmegaConf, open_dict
-
-    from rlvr_cluster.env import worker_env
+    continues the same recipe (`resume_recipe`). An attempt that fails in a way a restart can cure (a
+    worker, actor or node died; rlvr.restart) is followed by another from the newest checkpoint, within
+    the recipe's restart budget (runs/restart.py)."""
+    from rlvr_launch.runs import restart
 
     rd = RunDir(Path(run_dir))
     created_here = not rd.path.exists()
     rd.acquire()
-    started_ray, ray_temp_dir = False, None
-    segments_before: set | None = None
-    progress = None
     status = 1
     started = time.time()
     try:
-        resume_from, newest = rd.resume_point()
+        policy = restart.RestartPolicy.from_config(cfg)
         total = int(cfg.trainer.total_training_steps or 0)
+        # A new process continuing a run whose last attempt failed or whose driver died: inside a Ray job
+        # it is an automatic restart (KubeRay's backoffLimit, a re-applied RayJob) and counts against the
+        # run's restart budget; from a person's `rlvr train --run-dir` it is a resume that names it.
+        previous = restart.unfinished_previous(rd.attempts_dir)
+        automatic = previous is not None and inside_ray_job()
+        if automatic and not policy.allows(rd.attempts_dir):
+            log(
+                f"not restarting {rd.path}: {policy.restarts_in_window(rd.attempts_dir)} restarts within the "
+                f"last {policy.window_s:.0f} s already (rlvr.restart.max_restarts={policy.max_restarts}); the "
+                f"last attempt ended: {previous}. `rlvr train --run-dir {rd.path}` resumes it"
+            )
+            return status
+        restart_of = previous if automatic else None
+        resumed_after = previous if not automatic else None
+        if resumed_after:
+            log(f"the previous attempt ended: {resumed_after}")
+        first = True
+        while True:
+            # A copy per attempt: verl edits the config it is given (the in-driver TaskRunner's, e.g. the
+            # bypass mode's policy loss), and a restart must start from the recipe, not from those edits.
+            attempt_cfg = copy.deepcopy(cfg)
+            status, failure = _attempt(
+                attempt_cfg,
+                rd,
+                total,
+                verbose,
+                overrides if first else None,
+                restart_of,
+                first,
+                resumed_after,
+            )
+            resumed_after = None
+            first = False
+            if failure is None:
+                return status
+            if not failure.restartable:
+                log(f"not restarted: {failure.reason}")
+            elif not policy.allows(rd.attempts_dir):
+                log(
+                    f"not restarted: {policy.restarts_in_window(rd.attempts_dir)} restarts within the last "
+                    f"{policy.window_s:.0f} s already (rlvr.restart.max_restarts={policy.max_restarts})"
+                )
+            else:
+                restart_of = f"{failure.cause} ({failure.reason})"
+                log(
+                    f"restarting from the newest checkpoint ({policy.restarts_in_window(rd.attempts_dir) + 1} "
+                    f"of at most {policy.max_restarts} restarts within {policy.window_s:.0f} s: rlvr.restart)"
+                )
+                continue
+            log(
+                f"the run directory keeps what this attempt logged ({rd.path}); rerun with --verbose for verl's "
+                f"full logs; `rlvr train --run-dir {rd.path}` resumes from the latest checkpoint with the same recipe"
+            )
+            return status
+    finally:
+        attempted = bool(rd.attempt_numbers())
+        try:
+            if attempted:
+                rows = finalize(
+                    rd,
+                    title=f"{cfg.trainer.experiment_name} ({cfg.algorithm.adv_estimator})",
+                    labels=val_labels(cfg),
+                )
+                summarize(rows)
+                attempts = restart.summary(rd.attempts_dir)
+                if attempts:
+                    log(attempts)
+        finally:
+            rd.release()
+        if created_here and not attempted:
+            # Nothing ran (a bad dataset, a missing model): leave no empty run directory behind.
+            shutil.rmtree(rd.path, ignore_errors=True)
+        else:
+            if status == 0:
+                log(
+                    f"done in {time.time() - started:.0f} s: metrics.jsonl, reward_curve.png, config.yaml, "
+                    "checkpoints/"
+                )
+            print(rd.path, flush=True)
+
+
+def _attempt(
+    cfg,
+    rd: RunDir,
+    total: int,
+    verbose: bool,
+    overrides,
+    restart_of: str | None,
+    first: bool,
+    resumed_after: str | None = None,
+):
+    """One attempt: from the newest complete checkpoint on a fresh Ray to the end or a failure.
+
+    Returns (status, None) when it ended or was interrupted, (1, Failure) when it failed; a
+    configuration error found before verl starts is raised (UserError)."""
+    from omegaconf import OmegaConf, open_dict
+
+    from rlvr_cluster.env import worker_env
+    from rlvr_launch.runs import restart
+
+    started_ray, ray_temp_dir = False, None
+    segments_before: set | None = None
+    progress = None
+    attempt_json = None
+    status, failure = 1, None
+    try:
+        resume_from, newest = rd.resume_point()
         if total and resume_from >= total:
             log(
                 f"run already complete: the latest checkpoint is step {resume_from} of {total} "
                 f"(to train further: rlvr train --run-dir {rd.path} trainer.total_training_steps={total + total})"
             )
             status = 0
-            return status
-        prepare(cfg)
+            return status, None
+        if first:
+            prepare(cfg)
         if resume_from:
             recipe_checks.check_resume(cfg, rd.config_path)  # same model and algorithm, or refuse
             if newest != resume_from:
@@ -664,9 +782,12 @@ def run_training(
                 )
             log(f"resuming from the checkpoint at step {resume_from}")
         attempt_log = rd.new_attempt(resume_from)
+        attempt_json = attempt_log.with_suffix(".json")
+        restart.record_start(attempt_json, restart_of, resumed_after)
         with open_dict(cfg):
             cfg.trainer.default_local_dir = str(rd.checkpoints)
             cfg.trainer.resume_mode = "auto"
+            cfg.trainer.resume_from_path = None
             if resume_from and newest != resume_from:
                 cfg.trainer.resume_mode = "resume_path"
                 cfg.trainer.resume_from_path = str(rd.checkpoints / f"global_step_{resume_from}")
@@ -696,7 +817,12 @@ def run_training(
         started_ray, ray_temp_dir, runtime_env = _start_ray(cfg, env, verbose)
         placement.on_joined_cluster(cfg, joined=not started_ray, log=log)  # the pool on a cluster, sized
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
-        progress = Progress(attempt_log, total, resume_from, val_labels(cfg))
+        # verl's retention leaves emptied checkpoint folders and forgets earlier attempts' checkpoints.
+        keep = cfg.trainer.get("max_actor_ckpt_to_keep")
+        rd.prune_checkpoints(keep)
+        progress = Progress(
+            attempt_log, total, resume_from, val_labels(cfg), on_step=lambda: rd.prune_checkpoints(keep)
+        )
         progress.start()
         try:
             _run_verl(cfg, runtime_env, verbose, attempt_log.with_suffix(".log"))
@@ -706,43 +832,29 @@ def run_training(
                 "same recipe (overrides given then are applied on top)"
             )
             status = 130
-            return status
+            return status, None
         except Exception as e:  # noqa: BLE001 - verl's errors arrive wrapped by Ray; show the cause
             log(f"training failed: {_root_cause(e, ray_temp_dir)}")
-            log(
-                f"the run directory keeps what this attempt logged ({rd.path}); rerun with --verbose for verl's "
-                "full logs; the same --run-dir resumes from the latest checkpoint with the same recipe"
-            )
+            log_path = attempt_log.with_suffix(".log")
+            log_tail = log_path.read_text(errors="replace")[-200_000:] if log_path.is_file() else ""
+            failure = restart.classify(e, log_tail, actor_failures(ray_temp_dir))
             status = 1
-            return status
+            return status, failure
         status = 0
-        return status
+        return status, None
     finally:
         if progress is not None:
             progress.stop_event.set()
             progress.join(timeout=5)
         if started_ray:
             stop_private_ray(segments_before, log)
+        elif failure is not None:
+            # On a joined cluster (a Ray job) the failed attempt's actors hold their resources until this
+            # driver disconnects; the next attempt connects again (_start_ray).
+            import ray
+
+            ray.shutdown()
         if ray_temp_dir:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
-        attempted = bool(rd.attempt_numbers())
-        try:
-            if attempted:
-                rows = finalize(
-                    rd,
-                    title=f"{cfg.trainer.experiment_name} ({cfg.algorithm.adv_estimator})",
-                    labels=val_labels(cfg),
-                )
-                summarize(rows)
-        finally:
-            rd.release()
-        if created_here and not attempted:
-            # Nothing ran (a bad dataset, a missing model): leave no empty run directory behind.
-            shutil.rmtree(rd.path, ignore_errors=True)
-        else:
-            if status == 0:
-                log(
-                    f"done in {time.time() - started:.0f} s: metrics.jsonl, reward_curve.png, config.yaml, "
-                    "checkpoints/"
-                )
-            print(rd.path, flush=True)
+        if attempt_json is not None:
+            restart.record_end(attempt_json, status, failure)

@@ -1,0 +1,263 @@
+"""The restart policy: which failed attempts a new attempt can cure, and how many restarts a run gets.
+
+A run's attempt fails; `classify` decides from the exception (its whole chain: Ray's RayTaskError
+carries the remote error as `.cause`) and from the attempt's own log whether a restart can cure it:
+
+- yes: a worker or actor process died (Ray's ActorDiedError / RayActorError / WorkerCrashedError /
+  ActorUnavailableError), a node or its raylet was lost (NodeDiedError, LocalRayletDiedError), an object
+  was lost with its owner (ObjectLostError, OwnerDiedError, ...), a weight sync timed out (rlvr's
+  WeightSyncTimeout). The same recipe from the newest checkpoint has every reason to get further.
+- no: a diverged loss (NaN or inf anywhere in the error: the checkpoint holds the weights that diverged),
+  an actor that failed in its constructor (a configuration error, named by `train.actor_failures`), Ray's
+  out-of-memory killer (the same recipe needs the same memory), any error that is not one of the above
+  (a bug or a configuration error repeats on every attempt).
+
+`RestartPolicy` (recipe keys `rlvr.restart.max_restarts`, `rlvr.restart.window_s`) allows a restart
+when fewer than max_restarts restarts started within the last window_s seconds. The count is kept in
+the run directory (attempts/N.json: when each attempt started, whether it was a restart and of what,
+how it ended), not in the process, so that a run whose driver is itself restarted (KubeRay's RayJob
+`backoffLimit`, a person) shares one budget with the driver's own restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlvr_launch.errors import UserError
+
+# Ray's and rlvr's exception names a restart can cure, with what happened, in words.
+RESTARTABLE = {
+    "ActorDiedError": "a worker or actor process died",
+    "RayActorError": "a worker or actor process died",
+    "ActorUnavailableError": "a worker or actor process became unreachable",
+    "WorkerCrashedError": "a worker process crashed",
+    "NodeDiedError": "a node was lost",
+    "LocalRayletDiedError": "the node's raylet died",
+    "ObjectLostError": "an object was lost with the process that held it",
+    "OwnerDiedError": "an object was lost with the process that owned it",
+    "ObjectReconstructionFailedError": "an object was lost and could not be rebuilt",
+    "ObjectFetchTimedOutError": "an object could not be fetched from its node",
+    "WeightSyncTimeout": "a weight sync to the rollout timed out",
+}
+# Never restarted, whatever else the chain holds.
+OUT_OF_MEMORY = ("OutOfMemoryError",)
+# NaN or inf in an error message: a diverged loss or policy (torch's sampling: "probability tensor
+# contains either `inf`, `nan` or element < 0"; a loss check: "loss is nan").
+_DIVERGED = re.compile(r"\bnan\b|\binf\b|non-finite|not finite", re.IGNORECASE)
+# The message of an actor whose constructor raised: its class or its config is wrong.
+_CREATION = re.compile(r"creation task", re.IGNORECASE)
+# Exception lines of a traceback in a log ("ray.exceptions.ActorDiedError: The actor died ...").
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?([A-Za-z_]\w*(?:Error|Exception|Timeout)): (.*)$")
+# Ray's words for a process that died without an exception of its own (SIGKILL, a segfault).
+_DIED_IN_LOG = re.compile(
+    r"The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|node .* (?:has been )?marked dead"
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt failed, in one line, and whether a restart can cure it."""
+
+    cause: str
+    restartable: bool
+    reason: str  # what happened (restartable) or why a restart cannot cure it
+
+
+def _chain(error: BaseException | None) -> list[BaseException]:
+    """The error and everything it wraps: Ray's `.cause`, `__cause__`, `__context__` (each once)."""
+    out: list[BaseException] = []
+    todo = [error]
+    while todo:
+        e = todo.pop(0)
+        if e is None or any(e is seen for seen in out):
+            continue
+        out.append(e)
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return [e for e in out if isinstance(e, BaseException)]
+
+
+def _names(e: BaseException) -> list[str]:
+    return [t.__name__ for t in type(e).__mro__]
+
+
+def _first_line(e: BaseException) -> str:
+    """One line for an exception; Ray's dead-actor reports (actor_id, class_name, pid, ... on lines of
+    their own) become `ActorDiedError: WorkerDict (pid 123) died: its worker process has died (SYSTEM_ERROR)`."""
+    message = str(e)
+    # verl's colocated workers are `create_colocated_worker_cls.<locals>.WorkerDict`: the class is the last part.
+    actor = re.search(r"class_name: (?:\S*[.>])?(\w+)", message)
+    if actor:
+        pid = re.search(r"\bpid: (\d+)", message)
+        why = re.search(r"The actor is dead because ([^.]+)", message)
+        exit_type = re.search(r"Worker exit type: (\w+)", message)
+        return (
+            f"{type(e).__name__}: {actor.group(1)}"
+            + (f" (pid {pid.group(1)})" if pid else "")
+            + " died"
+            + (f": {why.group(1)}" if why else "")
+            + (f" ({exit_type.group(1)})" if exit_type else "")
+        )[:300]
+    text = [line.strip() for line in message.splitlines() if line.strip()]
+    return f"{type(e).__name__}: {text[0] if text else ''}".strip()[:300]
+
+
+def classify(
+    error: BaseException | None, log_text: str = "", actor_failures: list[str] | None = None
+) -> Failure:
+    """Decide whether a restart can cure the failure (see the module docstring for the rules).
+
+    `log_text` is the attempt's log (attempts/N.log) or its tail: when the exception that reached the
+    driver is a secondary one, Ray's report of the process that died is there. `actor_failures` are the
+    constructor errors `train.actor_failures` read from the Ray session's logs."""
+    chain = _chain(error)
+    messages = [str(e) for e in chain]
+    log_errors = [m for m in (_EXCEPTION_LINE.match(line.strip()) for line in log_text.splitlines()) if m]
+    head = (
+        _first_line(chain[0])
+        if chain
+        else (f"{log_errors[-1].group(1)}: {log_errors[-1].group(2)}" if log_errors else "unknown")
+    )
+    if any(_DIVERGED.search(m) for m in messages) or any(_DIVERGED.search(m.group(2)) for m in log_errors):
+        return Failure(
+            head, False, "a diverged loss or policy (NaN/inf): the checkpoint holds the diverged weights"
+        )
+    for e in chain:
+        if set(_names(e)) & set(OUT_OF_MEMORY):
+            return Failure(
+                _first_line(e), False, "out of memory: the same recipe needs the same memory again"
+            )
+    if actor_failures:
+        return Failure(actor_failures[0], False, "an actor failed in its constructor: a configuration error")
+    for e in chain:
+        if isinstance(e, UserError):
+            return Failure(_first_line(e), False, "a configuration error")
+    for e in chain:
+        known = [n for n in _names(e) if n in RESTARTABLE]
+        if known:
+            if any(_CREATION.search(m) for m in messages):
+                return Failure(
+                    _first_line(e), False, "an actor failed in its constructor: a configuration error"
+                )
+            return Failure(_first_line(e), True, RESTARTABLE[known[0]])
+    for m in log_errors:
+        if m.group(1) in RESTARTABLE:
+            return Failure(f"{head} (after {m.group(1)}: {m.group(2)[:160]})", True, RESTARTABLE[m.group(1)])
+    if _DIED_IN_LOG.search(log_text):
+        return Failure(head, True, "a worker or actor process died")
+    return Failure(head, False, "an error in the code or the recipe: a restart would repeat it")
+
+
+# --- the policy -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_restarts: int
+    window_s: float
+
+    @classmethod
+    def from_config(cls, cfg) -> RestartPolicy:
+        block = (cfg.get("rlvr") or {}).get("restart") or {}
+        raw_max, raw_window = block.get("max_restarts", 0), block.get("window_s", 3600)
+        try:
+            max_restarts, window_s = int(raw_max), float(raw_window)
+        except (TypeError, ValueError):
+            raise UserError(
+                f"rlvr.restart.max_restarts={raw_max!r} / window_s={raw_window!r} must be numbers "
+                "(e.g. rlvr.restart.max_restarts=2 rlvr.restart.window_s=3600; 0 restarts: off)"
+            ) from None
+        if max_restarts < 0 or window_s <= 0:
+            raise UserError(
+                f"rlvr.restart.max_restarts must be >= 0 (0: off) and rlvr.restart.window_s > 0; got "
+                f"{max_restarts} and {window_s}"
+            )
+        return cls(max_restarts, window_s)
+
+    def restarts_in_window(self, attempts_dir: Path, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        return sum(
+            1
+            for r in attempt_records(attempts_dir)
+            if r.get("restart_of") and now - float(r.get("started", 0)) < self.window_s
+        )
+
+    def allows(self, attempts_dir: Path, now: float | None = None) -> bool:
+        return self.restarts_in_window(attempts_dir, now) < self.max_restarts
+
+
+# --- attempt records (attempts/N.json) ------------------------------------------------------------
+
+
+def attempt_records(attempts_dir: Path) -> list[dict]:
+    """Every attempt's record, oldest first, with its number."""
+    if not attempts_dir.is_dir():
+        return []
+    out = []
+    for path in sorted(
+        (p for p in attempts_dir.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
+    ):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            record = {}
+        out.append({"attempt": int(path.stem), **record})
+    return out
+
+
+def _update(path: Path, **fields) -> None:
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    record.update(fields)
+    tmp = path.with_suffix(".json.partial")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
+
+
+def record_start(attempt_json: Path, restart_of: str | None = None, resumed_after: str | None = None) -> None:
+    """When the attempt started and, for an automatic restart, the cause of the failure it restarts after
+    (`restart_of`, counted against the budget); for a person's resume, how the previous attempt ended
+    (`resumed_after`, not counted)."""
+    fields: dict = {"started": time.time()}
+    if restart_of:
+        fields["restart_of"] = restart_of
+    if resumed_after:
+        fields["resumed_after"] = resumed_after
+    _update(attempt_json, **fields)
+
+
+def record_end(attempt_json: Path, status: int, failure: Failure | None = None) -> None:
+    fields: dict = {"ended": time.time(), "status": int(status)}
+    if failure is not None:
+        fields.update(cause=failure.cause, restartable=failure.restartable, reason=failure.reason)
+    _update(attempt_json, **fields)
+
+
+def unfinished_previous(attempts_dir: Path) -> str | None:
+    """The cause to record when a new attempt starts after one that never recorded its end (its driver
+    was killed: SIGKILL, a lost head node) or that failed: None after a clean end or with no attempt."""
+    records = attempt_records(attempts_dir)
+    if not records:
+        return None
+    last = records[-1]
+    if "ended" not in last:
+        return "the previous attempt's driver died without recording an end (killed, or its node lost)"
+    if int(last.get("status", 0)) not in (0, 130):
+        return str(last.get("cause") or f"the previous attempt failed with status {last.get('status')}")
+    return None
+
+
+def summary(attempts_dir: Path) -> str | None:
+    """`3 attempts, 2 restarts: attempt 2 after ActorDiedError: ... (a worker or actor process died); ...`;
+    None for a run of one attempt."""
+    records = attempt_records(attempts_dir)
+    if len(records) < 2:
+        return None
+    restarts = [r for r in records if r.get("restart_of")]
+    resumes = [r for r in records if r.get("resumed_after")]
+    text = f"{len(records)} attempts, {len(restarts)} restarts"
+    parts = [f"attempt {r['attempt']} after {r['restart_of']}" for r in restarts]
+    parts += [f"attempt {r['attempt']} resumed by hand after: {r['resumed_after']}" for r in resumes]
+    return text + (": " + "; ".join(parts) if parts else "")
