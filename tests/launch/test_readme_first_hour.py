@@ -24,10 +24,11 @@ def _bash_blocks(text: str) -> list[str]:
 
 def test_the_local_head_is_started_with_its_own_temp_dir_and_torn_down_by_it():
     debugging = _section("## Debugging locally")
-    block = next(b for b in _bash_blocks(debugging) if "ray start --head" in b)
-    temp_dir = re.search(r"ray start --head .*--temp-dir (\S+)", block).group(1)
+    block = next(b for b in _bash_blocks(debugging) if "cluster/loopback-head.sh start" in b)
+    temp_dir = re.search(r"cluster/loopback-head\.sh start (\S+)", block).group(1)
     commands = [line.split("#")[0].strip() for line in block.splitlines()]
-    assert f"pkill -f {temp_dir}; rm -rf {temp_dir}" in commands
+    assert f"cluster/loopback-head.sh stop {temp_dir}" in commands  # the same head, by its own temp dir
+    assert (ROOT / "cluster" / "loopback-head.sh").is_file()
     assert "ray stop" not in commands, "a bare `ray stop` stops every Ray on the machine"
     assert "stops every Ray on the machine" in debugging
 
