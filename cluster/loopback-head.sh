@@ -12,7 +12,7 @@
 # How: `start` runs `ray start` as the leader of a new session (setsid) and records that session's id
 # in DIR/rlvr-head.sid. Every process the head starts stays in that session (Ray gives workers their
 # own process group, not their own session), except what Ray's job supervisor starts: a job's driver
-# (`rlvr submit`'s `python -m rlvr_launch.job`) and its watcher get new sessions, but stay children of
+# (`rlvr submit`'s `python -m rlvr_launch.jobs.driver`) and its watcher get new sessions, but stay children of
 # the supervisor. `stop` takes the session and every descendant of it, sends them SIGTERM, waits
 # RLVR_HEAD_GRACE_S seconds (default 10), sends SIGKILL to what is left, waits until none is left, and
 # removes DIR. It refuses a session none of whose processes names DIR (a stale id), so it cannot hit an
