@@ -762,8 +762,14 @@ def run_training(
                     break  # not empty (another run's), or already gone
         else:
             if status == 0:
+                # checkpoints/ only when the run saved one (trainer.save_freq -1 saves none: then say so)
+                saved = (
+                    "checkpoints/"
+                    if rd.latest_checkpoint_step()
+                    else f"no checkpoint saved (trainer.save_freq={cfg.trainer.save_freq})"
+                )
                 log(
                     f"done in {time.time() - started:.0f} s: metrics.jsonl, reward_curve.png, config.yaml, "
-                    "checkpoints/"
+                    + saved
                 )
             print(rd.path, flush=True)

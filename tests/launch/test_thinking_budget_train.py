@@ -92,6 +92,7 @@ def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_the_
     # The recipe's run ends with a checkpoint of its last step (the next command reads it): `rlvr eval RUN`
     # merges it and evaluates the trained model.
     assert (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert "config.yaml, checkpoints/" in out.stdout  # the last line lists it because it exists
     report_file = tmp_path / "eval.json"
     cmd = [sys.executable, "-m", "rlvr_launch.cli", "eval", str(run_dir), "--task", "addition"]
     cmd += ["--limit", "8", "--out", str(report_file)]
