@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from rlvr_launch.train import _root_cause, actor_failures
+from rlvr_launch.runs.train import _root_cause, actor_failures
 
 # A private Ray in a child process (never this test process's: whatever Ray state another test left here
 # cannot skip or change this test), an actor whose creation fails, then Ray shut down: its worker logs stay

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rlvr_launch import compose
+from rlvr_launch.recipes import compose
 from rlvr_verifiers import registry
 
 

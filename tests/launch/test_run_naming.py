@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from rlvr_launch import compose, train
+from rlvr_launch.recipes import compose
+from rlvr_launch.runs import train
 
 
 def test_a_run_is_named_after_its_experiment_and_the_task_or_model_the_command_line_picked():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from rlvr_launch.stages import SFT_ATTEMPT_METRICS, sft_metrics
+from rlvr_launch.pipelines.stages import SFT_ATTEMPT_METRICS, sft_metrics
 
 
 def _logged(step: int, loss: float) -> str:
