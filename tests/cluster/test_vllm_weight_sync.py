@@ -19,12 +19,10 @@ import time
 import uuid
 
 import pytest
-from vllm_cpu_support import require_vllm_cpu
+import torch
+from vllm_cpu_support import needs_vllm_cpu
 
-pytestmark = pytest.mark.slow
-require_vllm_cpu()
-
-import torch  # noqa: E402
+pytestmark = [pytest.mark.slow, needs_vllm_cpu]
 
 # Smaller than verl's 1 MB minimum (its setting is whole megabytes): the tiny model's 1.3 MB then
 # spans 9 buckets, and most layers' weights arrive in two of them.

@@ -145,12 +145,17 @@ def test_submit_pipeline_runs_distill_as_a_ray_job_and_a_resubmission_continues_
         for messages, prompt_id in zip(traces["messages"], traces["prompt_id"], strict=True):
             assert messages[-1]["role"] == "assistant" and isinstance(prompt_id, int | float)
 
-        # The SFT'd model is the small student (not the teacher), and it loads and generates.
+        # The SFT'd model is the small student (not the teacher), trained (its SFT loss fell and its weights
+        # moved from the untrained student's), and it loads and generates.
         student = stages / "03-merge/model"
         config = json.loads((student / "config.json").read_text())
         assert (config["hidden_size"], config["num_hidden_layers"]) == (64, 1)
         sft = json.loads((stages / "02-sft/manifest.json").read_text())
         assert "student" in sft["inputs"]["model"]["path"]
+        assert sft["metrics"]["loss_last"] < sft["metrics"]["loss_first"], sft["metrics"]
+        before = AutoModelForCausalLM.from_pretrained(sft["inputs"]["model"]["path"]).state_dict()
+        after = AutoModelForCausalLM.from_pretrained(student).state_dict()
+        assert max(float((after[k] - before[k]).abs().max()) for k in after) > 1e-4, "SFT did not move it"
         tokenizer = AutoTokenizer.from_pretrained(student)
         model = AutoModelForCausalLM.from_pretrained(student, dtype=torch.float32)
         ids = tokenizer.apply_chat_template(

@@ -4,44 +4,62 @@ driver afterwards (a caller of the dead actor failing differently) second. Real 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import pytest
 
 from rlvr_launch.runs.train import _root_cause, actor_failures
 
+# A private Ray in a child process (never this test process's: whatever Ray state another test left here
+# cannot skip or change this test), an actor whose creation fails, then Ray shut down: its worker logs stay
+# in the temp dir, where rlvr reads them.
+ACTOR_DIES_AT_CREATION = """
+import sys
+
+import ray
+
+ray.init(address="local", num_cpus=1, include_dashboard=False, _temp_dir=sys.argv[1], log_to_driver=False)
+
+
+@ray.remote(num_cpus=0)
+class RewardWorker:
+    def __init__(self):
+        raise ValueError("overlong buffer 4096 must be below max_resp_len=4")
+
+    def score(self):
+        return 1.0
+
+
+worker = RewardWorker.remote()
+try:
+    ray.get(worker.score.remote())
+except ray.exceptions.RayActorError:
+    print("the actor died")
+ray.shutdown()
+"""
+
 
 @pytest.mark.slow
 def test_an_actor_creation_error_is_named_before_the_error_that_reached_the_driver():
-    import ray
-
-    if ray.is_initialized():
-        pytest.skip("another test left Ray initialised in this process")
     temp_dir = tempfile.mkdtemp(prefix="rlvr-fc-", dir="/tmp")
-    ray.init(num_cpus=1, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
     try:
-
-        @ray.remote(num_cpus=0)
-        class RewardWorker:
-            def __init__(self):
-                raise ValueError("overlong buffer 4096 must be below max_resp_len=4")
-
-            def score(self):
-                return 1.0
-
-        worker = RewardWorker.remote()
-        try:
-            ray.get(worker.score.remote())
-        except ray.exceptions.RayActorError:
-            pass
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        child = subprocess.run(
+            [sys.executable, "-c", ACTOR_DIES_AT_CREATION, temp_dir],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
+        assert child.returncode == 0 and "the actor died" in child.stdout, child.stdout + child.stderr[-3000:]
         try:  # what verl's trainer then raises, far from the cause
             raise ValueError("Received an empty list as keys.")
         except ValueError as secondary:
             summary = _root_cause(secondary, temp_dir)
-    finally:
-        ray.shutdown()
-    try:
         assert actor_failures(temp_dir) == [
             "ValueError: overlong buffer 4096 must be below max_resp_len=4 (in RewardWorker.__init__, a Ray actor)"
         ]

@@ -39,3 +39,18 @@ def test_model_recipe_explains_its_scale_and_multi_node(name):
     assert text.startswith("# @package _global_")
     assert "Select: rlvr train platform=gpu model=" + name in text
     assert "trainer.nnodes=N" in text and "What matters" in text
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_gpu_model_recipe_on_the_cpu_platform_is_refused_naming_the_platform(name):
+    """The default platform is cpu: `rlvr train model=qwen...` used to fail on batch arithmetic
+    (train_batch_size=32 not a multiple of ppo_mini_batch_size=64) instead of saying what to pick."""
+    from rlvr_launch.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        compose.compose([f"model={name}"])
+    assert str(err.value) == (
+        f"model={name}'s recipe is for platform=gpu (its batch sizes, parallelism and memory settings are "
+        "sized for it), not platform=cpu: add platform=gpu, or on CPU train model=tiny"
+    )
+    assert compose.compose(["model=tiny"]).rlvr.model_platforms == []  # the tiny model runs anywhere

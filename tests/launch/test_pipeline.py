@@ -238,6 +238,20 @@ def test_the_command_line_runs_and_reports_a_pipeline(recipes, tmp_path, capsys)
     assert "stale" in capsys.readouterr().out
 
 
+def test_status_reads_manifests_only_and_builds_no_embedded_model(tmp_path, monkeypatch, capsys):
+    """`--status` of a pipeline whose stages start from embedded models (r1_zero: embedded://tiny_base) on a
+    machine that has not built them: every stage pending, at once, and the cache is still empty (issue 27:
+    it used to build the model first)."""
+    from rlvr_launch import cli
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("RLVR_CACHE_DIR", str(cache))
+    assert cli.main(["pipeline", "r1_zero", "--status", "--run-dir", str(tmp_path / "run")]) == 0
+    assert capsys.readouterr().out.count("pending") == 3
+    assert list(cache.iterdir()) == [] and not (tmp_path / "run").exists()
+
+
 def test_a_second_runner_on_the_same_run_dir_is_refused(recipes, tmp_path):
     import fcntl
 

@@ -61,6 +61,10 @@ def test_unknown_verifier_is_a_user_error(tmp_path, capsys):
     src.write_text('{"response": "1", "ground_truth": "1"}\n')
     rc = cli.main(["score", "--verifier", "no_such", "--input", str(src), "--output", str(tmp_path / "o")])
     assert rc == 2 and "unknown verifier 'no_such'" in capsys.readouterr().err
+    rc = cli.main(["score", "--verifier", "maths", "--input", str(src), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "rlvr score: error: unknown verifier 'maths'. Did you mean math? Pick one of: " in err
+    assert err.count("\n") == 1 and "(see `rlvr ls verifiers`)" in err  # one line
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -241,6 +241,10 @@ def test_status_shows_env_var_names_never_values():
         start_time=1_700_000_000_000,
     )
     text = "\n".join(jobs.describe(info))
+    # both ids: ours (the submission id) and the one Ray's dashboard calls Job ID, once the driver runs
+    assert "job:        rlvr-x-1\nray job id: (assigned when its driver starts)\n" in text
+    info.job_id = "02000000"
+    assert "ray job id: 02000000" in "\n".join(jobs.describe(info))
     assert "WANDB_API_KEY" in text and "VERL_PLATFORM" in text and "cpu_demo" in text
     assert (
         SECRET not in text

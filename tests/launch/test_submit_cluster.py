@@ -122,6 +122,9 @@ def test_submit_follow_trains_and_leaves_metrics(head, tmp_path):
     logs = rlvr(head, "logs", job_id, "--address", head.dashboard_url)
     assert status.returncode == listing.returncode == logs.returncode == 0
     assert "SUCCEEDED" in status.stdout and SECRET_NAME in status.stdout and job_id in listing.stdout
+    # the id Ray's dashboard lists as Job ID (the driver's) is shown beside ours, the submission id
+    assert info["submission_id"] == job_id and info["job_id"]
+    assert f"ray job id: {info['job_id']}" in status.stdout and info["job_id"] in listing.stdout
     for text in (out.stdout, out.stderr, status.stdout, listing.stdout, logs.stdout, logs.stderr):
         assert SECRET_VALUE not in text
     assert f"{SECRET_NAME}=<from your environment>" in out.stdout

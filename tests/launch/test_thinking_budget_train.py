@@ -1,4 +1,5 @@
-"""A few RL steps with the `thinking_budget` agent loop: verl's real trainer, hf rollout, CPU (slow)."""
+"""A few RL steps with the `thinking_budget` agent loop: verl's real trainer, hf rollout, CPU (slow); the run
+saves its last step, so `rlvr eval RUN` evaluates it (issue 27: the recipe saved nothing, and eval failed)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,16 @@ def test_rl_steps_with_the_budget_loop_insert_the_early_stop_phrase_and_log_the_
                 if "\ufffd" not in text:
                     assert len(tokenizer.encode(text, add_special_tokens=False)) <= 1, text
     assert hits > 0, "no response hit the budget"
+
+    # The recipe's run ends with a checkpoint of its last step (the next command reads it): `rlvr eval RUN`
+    # merges it and evaluates the trained model.
+    assert (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert "config.yaml, checkpoints/" in out.stdout  # the last line lists it because it exists
+    report_file = tmp_path / "eval.json"
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "eval", str(run_dir), "--task", "addition"]
+    cmd += ["--limit", "8", "--out", str(report_file)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(report_file.read_text())
+    assert report["prompts"] == 8 and 0.0 <= report["pass@1"] <= 1.0
+    assert report["model"] == str(run_dir / "checkpoints" / "global_step_2" / "merged_hf")

@@ -9,12 +9,20 @@ wrong (score 0) otherwise. Commands: "sleep:<s>:<int>" sleeps s seconds first; "
 actor's pid in `detail`; "env:NAME" answers with the actor's value of NAME.
 Its `quick(item)` (for rlvr_verifiers.quick_worker's tests): "spin" burns CPU forever; "pid" answers the
 process's pid; "none" answers None; anything else is `verify`.
+
+A crash that certainly has company, through marker files in DIR: "crash_shared:DIR" the first time (no
+DIR/crashed) announces itself (DIR/<pid>.pending), waits until another call of ours is in flight on the
+same actor process (DIR/<pid>.<thread>.hanging), then marks DIR/crashed and ends the actor; later (retried
+alone) it ends the actor at once. "share:DIR:<int>" is an innocent "<int>" that, on an actor where such a
+crash waits, marks itself hanging and never returns (it dies with the actor), else answers at once.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from pathlib import Path
 
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import OK, PARSE_ERROR, WRONG, Item, Verdict
@@ -44,6 +52,11 @@ class EchoVerifier(registry.Verifier):
             return Verdict(1.0, OK, str(os.getpid()))
         if response.startswith("env:"):
             return Verdict(1.0, OK, os.environ.get(response[4:], "<unset>"))
+        if response.startswith("crash_shared:"):
+            _crash_in_company(Path(response.split(":", 1)[1]))
+        if response.startswith("share:"):
+            _, folder, response = response.split(":", 2)
+            _hang_beside_a_waiting_crash(Path(folder))
         if response.startswith("sleep:"):
             _, seconds, response = response.split(":", 2)
             time.sleep(float(seconds))
@@ -54,3 +67,21 @@ class EchoVerifier(registry.Verifier):
         if value == int(item.ground_truth):
             return Verdict(1.0, OK, "equal")
         return Verdict(0.0, WRONG, f"{value} != {item.ground_truth}")
+
+
+def _crash_in_company(folder: Path) -> None:
+    pid = os.getpid()
+    if not (folder / "crashed").exists():
+        (folder / f"{pid}.pending").touch()
+        deadline = time.monotonic() + 20  # then end alone: the test sees no company and fails
+        while time.monotonic() < deadline and not any(folder.glob(f"{pid}.*.hanging")):
+            time.sleep(0.01)
+        (folder / "crashed").touch()
+    os._exit(17)
+
+
+def _hang_beside_a_waiting_crash(folder: Path) -> None:
+    pid = os.getpid()
+    if (folder / f"{pid}.pending").exists() and not (folder / "crashed").exists():
+        (folder / f"{pid}.{threading.get_ident()}.hanging").touch()
+        time.sleep(3600)

@@ -269,14 +269,19 @@ def test_an_item_that_kills_every_actor_it_touches_gets_sandbox_error(local_ray)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("round_", range(3))  # the interleaving differs per round; every one must hold
-def test_an_innocent_item_sharing_a_dying_actor_is_never_charged(local_ray, round_):
-    # Two concurrent calls per actor and tiny chunks: the poison item's actor always has an innocent call
-    # in flight when it dies. Only deaths of items running alone count, so the innocents all pass.
+def test_an_innocent_item_sharing_a_dying_actor_is_never_charged(local_ray, round_, tmp_path):
+    # Two concurrent calls per actor and tiny chunks; the poison item's first run waits until an innocent
+    # call is in flight on its actor (pool_test_verifiers: crash_shared/share), so its actor always dies
+    # with company. Only deaths of items running alone count, so the innocents all pass.
     pool = make_pool(f"t-poison2-{round_}", max_retries=2, actor_concurrency=2, items_per_call=2)
     try:
-        values = [(f"sleep:0.02:{i}", i) for i in range(24)]
-        values[9 + round_] = ("crash", 9 + round_)
+        values = [(f"share:{tmp_path}:{i}", i) for i in range(24)]
+        values[9 + round_] = (f"crash_shared:{tmp_path}", 9 + round_)
         result = pool.verify("pool_test_echo", echo_items(values))
+        # the sharing happened: an innocent call hung on the poison's actor process when it died
+        (pending,) = tmp_path.glob("*.pending")
+        company = list(tmp_path.glob("*.hanging"))
+        assert company and all(h.name.split(".")[0] == pending.stem for h in company)
         assert result.verdicts[9 + round_].status == SANDBOX_ERROR
         assert [v.status for i, v in enumerate(result.verdicts) if i != 9 + round_] == [OK] * 23
         assert result.actor_restarts == 1 + 3

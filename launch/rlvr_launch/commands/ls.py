@@ -1,10 +1,10 @@
-"""`rlvr ls`: list experiments, algorithms, models, tasks (rlvr_launch.recipes.listing)."""
+"""`rlvr ls`: list experiments, algorithms, models, tasks, pipelines, verifiers (rlvr_launch.recipes.listing)."""
 
 import argparse
 
 from rlvr_launch.recipes import listing
 
-HELP = "list experiments, algorithms, models, tasks"
+HELP = "list experiments, algorithms, models, tasks, pipelines, verifiers"
 ORDER = 30  # place in `rlvr --help`
 
 

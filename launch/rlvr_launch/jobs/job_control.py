@@ -287,6 +287,8 @@ def describe(info) -> list[str]:
     message = (info.message or "").strip().splitlines()
     lines = [
         f"job:        {info.submission_id}",
+        # What Ray's dashboard and `ray job list` show as "Job ID": the driver's id, assigned when it starts.
+        f"ray job id: {info.job_id or '(assigned when its driver starts)'}",
         f"status:     {info.status.value}" + (f"  ({message[0][:200]})" if message else ""),
         f"entrypoint: {info.entrypoint}",
     ]
@@ -327,14 +329,15 @@ def run_status(args) -> int:
     if not jobs:
         print("no jobs on this cluster")
         return 0
-    print(f"{'SUBMISSION ID':<44} {'STATUS':<10} {'EXPERIMENT':<20} STARTED")
+    print(f"{'SUBMISSION ID':<44} {'RAY JOB ID':<10} {'STATUS':<10} {'EXPERIMENT':<20} STARTED")
     for job in jobs:
         started = (
             time.strftime("%m-%d %H:%M:%S", time.localtime(job.start_time / 1000)) if job.start_time else "-"
         )
         experiment = (job.metadata or {}).get("rlvr_experiment", "-")
         print(
-            f"{job.submission_id or job.job_id or '-':<44} {job.status.value:<10} {experiment:<20} {started}"
+            f"{job.submission_id or '-':<44} {job.job_id or '-':<10} {job.status.value:<10} {experiment:<20} "
+            f"{started}"
         )
     return 0
 

@@ -81,7 +81,12 @@ def add_arguments(parser) -> None:
         "clusters) (default there: $RLVR_RUNS_DIR/<job id>, else ~/rlvr-runs/<job id>)",
     )
     parser.add_argument(
-        "--job-id", default=None, help="the submission id (default: rlvr-<experiment>-<time>-<random>)"
+        "--job-id",
+        default=None,
+        help="the job's submission id, Ray's name for the id its client chooses (default: "
+        "rlvr-<experiment>-<time>-<random>); every rlvr and ray job command takes it. Ray's dashboard lists "
+        "it under Submission ID; its Job ID column is the driver's id, which Ray assigns when the job "
+        "starts (`rlvr status` shows both)",
     )
     parser.add_argument(
         "--env",
@@ -388,7 +393,10 @@ def _submit(client, args, job_id: str, command: str, runtime_env: dict, metadata
 
 def _report_and_follow(client, args, job_id: str, metadata: dict, elapsed: float, extra=()) -> int:
     """Print what was submitted (and `extra` lines), then follow the job to its end with --follow."""
-    print(f"submitted job {job_id} to {jobs.normalise_address(args.address)} in {elapsed:.1f} s")
+    print(
+        f"submitted job {job_id} (its submission id; Ray's job id comes when its driver starts: rlvr status "
+        f"{job_id}) to {jobs.normalise_address(args.address)} in {elapsed:.1f} s"
+    )
     for key, value in metadata.items():
         print(f"  {key[5:]}: {value}")
     for line in extra:

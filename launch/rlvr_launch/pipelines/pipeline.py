@@ -144,8 +144,16 @@ def _resolve_path(value: str) -> str:
     return str(Path(os.path.expanduser(value)).resolve())
 
 
-def resolve_inputs(stage: dict, done: dict[str, dict]) -> tuple[dict[str, str], dict[str, dict]] | None:
-    """(input paths, input provenance) from the finished upstream manifests; None if one is missing."""
+def resolve_inputs(
+    stage: dict, done: dict[str, dict], recorded: dict | None = None
+) -> tuple[dict[str, str], dict[str, dict]] | None:
+    """(input paths, input provenance) from the finished upstream manifests; None if one is missing.
+
+    With `recorded` (the inputs of the stage's manifest; --status, which reads and builds nothing), an
+    embedded asset is the path the stage recorded when it ran, never built here: not recorded, the stage
+    cannot be up to date (None)."""
+    from rlvr_launch.recipes import compose
+
     paths: dict[str, str] = {}
     provenance: dict[str, dict] = {}
     for key, ref in stage["inputs"].items():
@@ -166,7 +174,13 @@ def resolve_inputs(stage: dict, done: dict[str, dict]) -> tuple[dict[str, str], 
                 "key": f"{manifest['key']}@{manifest.get('finished')}",
             }
         elif "/" in ref:
-            paths[key] = _resolve_path(ref)
+            if recorded is not None and ref.startswith(compose.EMBEDDED_MODEL_PREFIX):
+                seen = recorded.get(key) or {}
+                if seen.get("from") != ref or not seen.get("path"):
+                    return None
+                paths[key] = seen["path"]
+            else:
+                paths[key] = _resolve_path(ref)
             provenance[key] = {"from": ref, "path": paths[key], "key": _path_digest(paths[key])}
         else:
             return None
@@ -214,7 +228,7 @@ def states(spec: dict, run_dir: Path) -> list[dict]:
     for i, stage in enumerate(spec["stages"]):
         path = stage_dir(run_dir, i, stage["name"])
         manifest = read_manifest(path)
-        resolved = resolve_inputs(stage, done)
+        resolved = resolve_inputs(stage, done, recorded=(manifest or {}).get("inputs") or {})
         key = stage_key(stage, resolved[1]) if resolved is not None else None
         if manifest is None:
             state = "pending"

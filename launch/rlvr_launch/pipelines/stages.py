@@ -9,7 +9,8 @@ Register another kind with `@stage_kind("name")` (one function; a module of its 
             `model` (an HF folder) replaces the recipe's model path. Output `checkpoint`.
 - `sft`:    verl's own SFT trainer (`torchrun -m verl.trainer.sft_trainer`, MultiTurnSFTDataset on the
             `messages` column) on input `data` from input `model`; resumes from its own checkpoints
-            (resume_mode auto). Output `checkpoint`.
+            (resume_mode auto). Output `checkpoint`; each step's metrics in the stage's metrics.jsonl,
+            metrics loss_first / loss_last (the SFT loss of the first and last step).
 - `merge`:  verl's model merger on input `checkpoint` (the latest step). Output `model` (HF folder).
 - `sample`: `rlvr sample` of input `model` (args: task, k, and sample's options; optional input `mix`,
             general SFT data mixed in by args.mix_ratio). Output `data`.
@@ -119,7 +120,6 @@ def run_rl(stage: Stage) -> dict:
 SFT_CPU_OVERRIDES = [
     "trainer.device=cpu",
     "trainer.n_gpus_per_node=1",
-    "trainer.logger=[console]",
     "engine.strategy=fsdp2",
     "engine.use_torch_compile=false",
     "+engine.mixed_precision.param_dtype=fp32",
@@ -146,17 +146,58 @@ def run_sft(stage: Stage) -> dict:
     cmd += [f"model.path={model}", f"data.train_files={data_file}", "data.val_files=null"]
     cmd += [f"trainer.default_local_dir={stage.dir / 'checkpoints'}", "trainer.resume_mode=auto"]
     cmd.append(f"hydra.run.dir={stage.dir / 'hydra'}")  # not ./outputs/DATE of wherever rlvr was started
+    # verl's file logger writes each step's metrics (train/loss, ...) to the attempt's file, which it
+    # truncates when it starts; what an attempt logged is merged into the stage's metrics.jsonl.
+    attempt_file = stage.dir / SFT_ATTEMPT_METRICS
+    cmd.append("trainer.logger=[console,file]")
     env = {**COMMON_ENV, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    env["VERL_FILE_LOGGER_PATH"] = str(attempt_file)
     if stage.args.get("platform", "cpu") == "cpu":
         cmd += SFT_CPU_OVERRIDES
         env.update(CPU_ENV)
     cmd += stage.overrides
     cmd += _sft_epochs(cmd, data_file, stage.name)
+    sft_metrics(stage.dir)  # a killed attempt's rows, before the next attempt's logger truncates its file
     _run(cmd, stage, env)
     step = latest_step(stage.dir / "checkpoints")
     if step == 0:
         raise UserError(f"stage {stage.name!r}: the SFT trainer saved no checkpoint; set trainer.save_freq")
-    return {"outputs": {"checkpoint": str(stage.dir / "checkpoints")}, "metrics": {"step": step}}
+    return {
+        "outputs": {"checkpoint": str(stage.dir / "checkpoints")},
+        "metrics": {"step": step, **sft_metrics(stage.dir)},
+    }
+
+
+SFT_ATTEMPT_METRICS = "attempt_metrics.jsonl"  # verl's file logger, this attempt: {"step": N, "data": {...}}
+SFT_LOSS_KEY = "train/loss"
+
+
+def sft_metrics(stage_dir: Path) -> dict[str, float]:
+    """Merge the latest attempt's logged steps into the stage's metrics.jsonl (one row per step; a step an
+    attempt redid after a resume replaces the killed attempt's row) and return the SFT loss of the first
+    and the last logged step (`loss_first`, `loss_last`), the stage's evidence that it trained."""
+    rows: dict[int, dict] = {}
+    merged, attempt = stage_dir / "metrics.jsonl", stage_dir / SFT_ATTEMPT_METRICS
+    for path in (merged, attempt):
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a kill
+            if isinstance(row.get("data"), dict):
+                row = {"step": row.get("step"), **row["data"]}
+            if isinstance(row.get("step"), int):
+                rows[row["step"]] = row
+    if not rows:
+        return {}
+    merged.write_text("".join(json.dumps(rows[step]) + "\n" for step in sorted(rows)))
+    attempt.unlink(missing_ok=True)
+    losses = [
+        rows[s][SFT_LOSS_KEY] for s in sorted(rows) if isinstance(rows[s].get(SFT_LOSS_KEY), int | float)
+    ]
+    return {"loss_first": losses[0], "loss_last": losses[-1]} if losses else {}
 
 
 def _last_value(cmd: list[str], key: str) -> str | None:

@@ -246,8 +246,22 @@ def composition_check(name: str):
     return register
 
 
+def _check_model_platform(cfg) -> None:
+    """A model recipe sized for another platform (the Qwen recipes: 8 x 80 GB GPUs) is refused in one line
+    naming the platform, before the arithmetic of its batch sizes against this platform's fails."""
+    platforms = [str(p) for p in (cfg.rlvr.get("model_platforms") or [])]
+    platform = "cpu" if str(cfg.trainer.get("device", "")) == "cpu" else "gpu"
+    if platforms and platform not in platforms:
+        raise UserError(
+            f"model={cfg.rlvr.model}'s recipe is for platform={' or platform='.join(platforms)} (its batch "
+            f"sizes, parallelism and memory settings are sized for it), not platform={platform}: add "
+            f"platform={platforms[0]}, or on CPU train model=tiny"
+        )
+
+
 def check(cfg) -> None:
     """Derive what rlvr sizes, then refuse a combination that cannot run (UserError naming the fix)."""
+    _check_model_platform(cfg)
     size_overlong_buffer(cfg)
     fit_router_to_trainer(cfg)
     locate_router_config(cfg)

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         cfg, overrides = resume_recipe(RunDir(args.run_dir), overrides)
     else:
         cfg = compose.compose(overrides)
-    run_dir = args.run_dir or default_run_dir(str(cfg.trainer.experiment_name))
+    run_dir = args.run_dir or default_run_dir(run_name(cfg, overrides))
     return run_training(cfg, run_dir, verbose=args.verbose, overrides=overrides)
 
 
@@ -185,6 +185,15 @@ def runs_root() -> Path:
     if os.environ.get("RLVR_RUNS_DIR"):
         return Path(os.environ["RLVR_RUNS_DIR"]).expanduser()
     return JOB_RUNS_DIR.expanduser() if inside_ray_job() else DEFAULT_RUNS_DIR
+
+
+def run_name(cfg, overrides: list[str]) -> str:
+    """What a run is, for its folder's name: the experiment, then the task and the model when the command
+    line picked other ones than the experiment's (`rlvr train task=math`: cpu_demo-math-...)."""
+    picked = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    parts = [str(cfg.trainer.experiment_name)]
+    parts += [str(cfg.rlvr[group]) for group in ("task", "model") if group in picked and cfg.rlvr.get(group)]
+    return "-".join(parts)
 
 
 def default_run_dir(experiment: str) -> Path:
@@ -651,6 +660,8 @@ def run_training(
 
     rd = RunDir(Path(run_dir))
     created_here = not rd.path.exists()
+    # The folders above it that this run creates (./runs on a first run): removed with it if nothing ran.
+    made_above = [p for p in rd.path.absolute().parents if not p.exists()]
     rd.acquire()
     status = 1
     started = time.time()
@@ -727,13 +738,25 @@ def run_training(
         finally:
             rd.release()
         if created_here and not attempted:
-            # Nothing ran (a bad dataset, a missing model): leave no empty run directory behind.
+            # Nothing ran (a bad dataset, a missing model): leave no empty run directory behind, nor the
+            # folders this run created above it (an empty ./runs).
             shutil.rmtree(rd.path, ignore_errors=True)
+            for folder in made_above:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break  # not empty (another run's), or already gone
         else:
             if status == 0:
+                # checkpoints/ only when the run saved one (trainer.save_freq -1 saves none: then say so)
+                saved = (
+                    "checkpoints/"
+                    if rd.latest_checkpoint_step()
+                    else f"no checkpoint saved (trainer.save_freq={cfg.trainer.save_freq})"
+                )
                 log(
                     f"done in {time.time() - started:.0f} s: metrics.jsonl, reward_curve.png, config.yaml, "
-                    "checkpoints/"
+                    + saved
                 )
             print(rd.path, flush=True)
 

@@ -353,7 +353,13 @@ def run(args: argparse.Namespace) -> int:
 
     available = registry.names()
     if args.verifier not in available:
-        raise UserError(f"unknown verifier {args.verifier!r}; pick one of: {', '.join(available)}")
+        import difflib
+
+        close = difflib.get_close_matches(args.verifier, available, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UserError(
+            f"unknown verifier {args.verifier!r}.{hint} Pick one of: {', '.join(available)} (see `rlvr ls verifiers`)"
+        )
     if (
         args.batch_size < 1
         or args.items_per_call < 1
