@@ -52,6 +52,24 @@ BENCHES: dict[str, tuple[list[str], str]] = {
         ["--report", "{tmp}/vs_trl.json"],
         r"TRL GRPOTrainer\s+ratio[\s\S]*held-out greedy after the last step\s+[-+]\d\.\d{3} \(s\.e\.",
     ),
+    # The soak at a tiny size: the same sampling, fit and report as the 500-step run, on 6 steps.
+    "soak.py": (
+        [
+            "--steps",
+            "6",
+            "--test-freq",
+            "-1",
+            "--save-freq",
+            "3",
+            "--samples",
+            "{tmp}/soak_samples.jsonl",
+            "--out",
+            "{tmp}/soak.json",
+            "--png",
+            "{tmp}/soak.png",
+        ],
+        r"steps sampled[\s\S]*growing: ",
+    ),
     # The qwen3 pipeline is minutes of training: the report path runs on a recorded result
     # (bench/results/thinking_budget.json, the bench's default size).
     "thinking_budget.py": (

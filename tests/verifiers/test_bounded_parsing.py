@@ -53,6 +53,19 @@ GROUND_TRUTH = {
     "format": None,
     "helpfulness": None,
     "code": {"inputs": ["1\n"], "outputs": ["1\n"]},
+    # an IFEval row's size (1-3 instructions), with the checks that scan the whole answer
+    "ifeval": {
+        "instruction_id_list": [
+            "keywords:existence",
+            "length_constraints:number_words",
+            "detectable_format:number_bullet_lists",
+        ],
+        "kwargs": [{"keywords": ["apple"]}, {"num_words": 100, "relation": "at least"}, {"num_bullets": 3}],
+    },
+    "reasoning_gym": {
+        "dataset": "chain_sum",
+        "entry": {"question": "What is 3 + 4?", "answer": "7", "metadata": {}},
+    },
     **{rubric: "42" for rubric in BUILTIN_RUBRICS},  # routed to math
 }
 VERIFIERS = sorted({*registry.BUILTIN, *BUILTIN_RUBRICS})

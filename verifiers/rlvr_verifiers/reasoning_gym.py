@@ -55,8 +55,7 @@ from typing import Any
 from rlvr_verifiers import reasoning
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
-
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+from rlvr_verifiers.scan import tagged_blocks
 
 # reasoning-gym dataset -> the module whose scorer evaluates the answer, and the names guarded there.
 UNSAFE_SCORERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -243,7 +242,9 @@ def parse_ground_truth(gt: Any) -> tuple[str, dict]:
 
 
 def extract_answer(region: str) -> str:
-    blocks = _ANSWER_RE.findall(region)
+    # one linear pass (scan.tagged_blocks == re.findall of <answer>(.*?)</answer>, which rescans the rest of
+    # the text from every unclosed <answer>: quadratic on a degenerate response)
+    blocks = tagged_blocks(region, "<answer>", "</answer>", ignore_case=True)
     return (blocks[-1] if blocks else region).strip()
 
 
