@@ -134,7 +134,8 @@ def test_a_few_grpo_steps_on_the_real_model(smollm2_model_dir, tmp_path, rollout
         ]
         assert len(samples) == 16  # 4 prompts x 4 responses, every one scored
         for sample in samples:
-            assert sample["score"] in (0.0, 1.0)
-            assert sample["input"].startswith(
-                "<|im_start|>system\nYou are a helpful AI assistant named SmolLM"
-            )
+            assert sample["score"] in (0.0, 1.0) and sample["rlvr_verifier"] == "math"
+            assert sample["rlvr_status"] in ("ok", "wrong", "parse_error")
+            # verl dumps the prompt decoded without special tokens: the template's system turn, then the user's.
+            assert sample["input"].startswith("system\nYou are a helpful AI assistant named SmolLM")
+            assert "\nuser\n" in sample["input"] and sample["input"].endswith("\nassistant\n")
