@@ -90,7 +90,7 @@ ARG MAX_JOBS=16
 RUN pip install --no-build-isolation "flash-attn==2.8.3" \
     && python -c "import flash_attn"
 COPY --from=source /opt/rlvr /opt/rlvr
-# Editable, so `rlvr` and a RayJob's `python -m rlvr_launch.job` find the recipes in /opt/rlvr/recipes.
+# Editable, so `rlvr` and a RayJob's `python -m rlvr_launch.jobs.driver` find the recipes in /opt/rlvr/recipes.
 # `aws`: boto3 for the Ray autoscaler, which runs in the head's container (cluster/ray-cluster.yaml).
 RUN pip install -e "/opt/rlvr[train,aws]"
 USER 1000:1000

@@ -3,6 +3,7 @@ r"""Benchmark: rlvr's `math` verifier vs HF math-verify on an adversarial answer
     python bench/math_vs_math_verify.py            # all three sets: the tables, ratios, per-family rows
     python bench/math_vs_math_verify.py --set corpus   # only the dataset-forms corpus, per family
     python bench/math_vs_math_verify.py --set graders  # only other projects' grader-test cases, per family
+    python bench/math_vs_math_verify.py --set real     # real model generations: per source, answer type, split
     python bench/math_vs_math_verify.py --dump bench/data/math_pairs.jsonl
     from math_vs_math_verify import run; run()      # -> dict (bench/verifiers.py calls this)
 
@@ -791,12 +792,120 @@ def _print_corpus(result: dict[str, Any]) -> None:
     print(f"targets: {result['targets_met']}")
 
 
+REAL_CORPUS = ROOT / "tests" / "verifiers" / "data" / "math_real_outputs.jsonl"
+
+
+def run_real(verbose: bool = True, path: Path = REAL_CORPUS) -> dict[str, Any]:
+    """Both scorers on real model generations (tests/verifiers/data/math_real_outputs.jsonl): accuracy,
+    false accepts and false rejects overall, per source, per answer type and per split (dev vs held-out
+    sources); debatable rows are counted apart. Each item carries the settings it was generated under
+    (`think_prefilled`); math-verify reads the whole response, as it does in a reward function."""
+    sys.path.insert(0, str(ROOT / "verifiers"))
+    from math_verify import parse, verify
+
+    from rlvr_verifiers import registry
+    from rlvr_verifiers.base import Item
+
+    ours = registry.get("math")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def mv_decide(row: dict[str, Any]) -> bool:
+        gold = row["gold"] if "\\boxed" in row["gold"] else "\\boxed{" + row["gold"] + "}"
+        try:
+            return bool(verify(parse(gold), parse(row["response"])))
+        except Exception:  # noqa: BLE001 - a crash is a reject, as in a reward function
+            return False
+
+    def ours_decide(row: dict[str, Any]) -> bool:
+        return ours.verify(Item(row["response"], row["gold"], row.get("extra") or {})).status == "ok"
+
+    groups: dict[str, dict[str, dict[str, int]]] = {
+        "overall": {},
+        "split": {},
+        "source": {},
+        "answer_type": {},
+    }
+    statuses: dict[str, int] = {}
+    errors: dict[str, list[str]] = {
+        "rlvr_false_accepts": [],
+        "rlvr_false_rejects": [],
+        "mv_false_accepts": [],
+    }
+    for row in rows:
+        d_mv, d_us = mv_decide(row), ours_decide(row)
+        status = ours.verify(Item(row["response"], row["gold"], row.get("extra") or {})).status
+        statuses[status] = statuses.get(status, 0) + 1
+        keys = {
+            "overall": "all",
+            "split": row["split"],
+            "source": row["source"],
+            "answer_type": row["answer_type"],
+        }
+        for group, key in keys.items():
+            g = groups[group].setdefault(
+                key,
+                {
+                    "n": 0,
+                    "debatable": 0,
+                    "mv_ok": 0,
+                    "mv_fa": 0,
+                    "mv_fr": 0,
+                    "us_ok": 0,
+                    "us_fa": 0,
+                    "us_fr": 0,
+                },
+            )
+            if row["label"] is None:
+                g["debatable"] += 1
+                continue
+            g["n"] += 1
+            for name, d in (("mv", d_mv), ("us", d_us)):
+                g[f"{name}_ok"] += d == row["label"]
+                g[f"{name}_fa"] += d and not row["label"]
+                g[f"{name}_fr"] += (not d) and row["label"]
+        if row["label"] is not None:
+            if d_us and not row["label"]:
+                errors["rlvr_false_accepts"].append(row["id"])
+            if not d_us and row["label"]:
+                errors["rlvr_false_rejects"].append(row["id"])
+            if d_mv and not row["label"]:
+                errors["mv_false_accepts"].append(row["id"])
+    result = {
+        "corpus": str(path.relative_to(ROOT)),
+        "groups": groups,
+        "rlvr_statuses": statuses,
+        "errors": errors,
+    }
+    if verbose:
+        _print_real(result)
+    return result
+
+
+def _print_real(result: dict[str, Any]) -> None:
+    print(
+        f"real model outputs ({result['corpus']}); FA = false accepts, FR = false rejects; debatable rows apart"
+    )
+    print(
+        f"{'group':<28} {'n':>4} {'deb':>4} | {'math-verify':>11} {'FA':>3} {'FR':>3} | {'rlvr':>6} {'FA':>3} {'FR':>3}"
+    )
+    for group in ("overall", "split", "source", "answer_type"):
+        for key, g in sorted(result["groups"][group].items()):
+            n = g["n"] or 1
+            print(
+                f"{group + ':' + key:<28} {g['n']:>4} {g['debatable']:>4} | {100 * g['mv_ok'] / n:10.1f}% "
+                f"{g['mv_fa']:>3} {g['mv_fr']:>3} | {100 * g['us_ok'] / n:5.1f}% {g['us_fa']:>3} {g['us_fr']:>3}"
+            )
+    print(f"rlvr statuses: {result['rlvr_statuses']}")
+    for k, v in result["errors"].items():
+        print(f"{k}: {v}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dump", help="write the adversarial answer set as JSONL to this path and exit")
     ap.add_argument(
         "--set",
-        choices=("adversarial", "corpus", "graders", "both", "all"),
+        choices=("adversarial", "corpus", "graders", "real", "both", "all"),
         default="all",
         help="the built-in adversarial set, the dataset-forms corpus, the other projects' grader cases "
         "(both in tests/verifiers/data/), both = the first two, all = the three",
@@ -815,6 +924,9 @@ def main() -> int:
     if args.set in ("graders", "all"):
         print()
         run_corpus(path=GRADERS_CORPUS)
+    if args.set in ("real", "all"):
+        print()
+        run_real()
     print(f"load average at end: {os.getloadavg()[0]:.1f} (1 min)")
     return 0
 

@@ -68,7 +68,7 @@ def _manifest(run_dir: Path, stage: str) -> dict:
 
 
 def distill(args, out: Path) -> None:
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
     student = embedded.ensure_student_model(cache, log=lambda _m: None)
@@ -99,7 +99,7 @@ def distill(args, out: Path) -> None:
         ]
     )  # fmt: skip
     merged = out / "student_rl_hf"  # as the pipeline's merge stage does it
-    from rlvr_launch import generation
+    from rlvr_launch.pipelines import generation
 
     actor = generation._actor_dir(rl_dir / "checkpoints")
     generation.merge_checkpoint(actor, merged)
@@ -220,7 +220,7 @@ R1_EVAL = ["data.max_response_length=160"]  # the r1 pipeline's eval stages' len
 
 def _merged(run_dir: Path, out: Path) -> Path:
     """`rlvr train`'s last checkpoint as a Hugging Face folder (as the pipeline's merge stage does it)."""
-    from rlvr_launch import generation
+    from rlvr_launch.pipelines import generation
 
     actor = generation._actor_dir(run_dir / "checkpoints")
     generation.merge_checkpoint(actor, out)
@@ -293,7 +293,7 @@ def r1(args, out: Path) -> dict:
     rl_rows = _rows(next((run_dir / "stages").glob("*-rl")) / "metrics.jsonl")
 
     # RL alone: the RL stage's own overrides (its lr included), from the model the cold start started from.
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
     tiny = embedded.ensure_tiny_model(cache, log=lambda _m: None)

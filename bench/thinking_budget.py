@@ -137,7 +137,7 @@ def main() -> int:
     ]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
-    from rlvr_launch import evaluate
+    from rlvr_launch.pipelines import evaluate
 
     budgets = evaluate.parse_budgets(args.budgets)
     result: dict = {

@@ -12,8 +12,19 @@
 2. bench/math_vs_math_verify.py `run()`: rlvr `math` vs HF math-verify (accuracy, false accepts,
    throughput).
 3. bench/sandbox_vs_subprocess.py `run()`: the sandbox vs a fresh `python -c` subprocess per test.
+4. Worst case per verifier (`--only worst`): for every built-in verifier and rubric, the CPU seconds
+   (time.process_time of this process, the one that parses) of its costliest response among the
+   pathological shapes of tests/verifiers/test_bounded_parsing.py, each MAX_RESPONSE_CHARS (256 Ki
+   characters) long, against the test's budget; and, side by side on 32 KB, the regular expressions the
+   verifiers used before (rescanning from every start) against today's linear scanners.
+6. The quick path's cost (`--only quick`): math's quick check on the pool bench's math responses, in this
+   process (how the pool ran it before) vs in the bounded quick worker (rlvr_verifiers.quick_worker, how
+   it runs now), wall ms per item, rounds alternating; verdicts must be identical.
+5. Deadline precision (`--only deadlines`): wall-clock seconds from submitting a job to its result, for a
+   CPU loop ignoring signals (deadline 1 s) and a sleeper (0.5 s): the latency the sandbox tests no
+   longer assert (their bound is CPU time or the kill itself; a wall-clock limit fails under load).
 
-    python bench/verifiers.py [--n 1024] [--actors 2] [--repeats 3] [--only pool]
+    python bench/verifiers.py [--n 1024] [--actors 2] [--repeats 3] [--only pool|math|sandbox|worst|deadlines]
 
 Starts a private local Ray (own temp dir, no dashboard, random ports) and shuts it down at the end.
 """
@@ -254,6 +265,193 @@ def bench_pool(
     }
 
 
+# The regular expressions the verifiers used before they were replaced by linear scanners
+# (rlvr_verifiers.scan), timed side by side with their replacements on the shape that defeats each.
+OLD_PATTERNS = {
+    "tool_call <tool_call> blocks": (
+        r"<tool_call>(.*?)</tool_call>",
+        "<tool_call>",
+        lambda text: __import__("rlvr_verifiers.scan").scan.tagged_blocks(
+            text, "<tool_call>", "</tool_call>"
+        ),
+    ),
+    "countdown <answer> blocks": (
+        r"(?i)<answer>(.*?)</answer>",
+        "<answer>",
+        lambda text: __import__("rlvr_verifiers.scan").scan.tagged_blocks(
+            text, "<answer>", "</answer>", ignore_case=True
+        ),
+    ),
+    "code fences (fence then spaces)": (
+        r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```",
+        None,
+        lambda text: __import__("rlvr_verifiers.code").code._fenced_blocks(text),
+    ),
+    "tool_call ```json fences (fence then spaces)": (
+        r"```(?:json|JSON)?\s*\n?(.*?)```",
+        None,
+        lambda text: __import__("rlvr_verifiers.tool_call").tool_call._fenced_blocks(text),
+    ),
+}
+
+
+def _cpu(fn) -> float:
+    began = time.process_time()
+    fn()
+    return time.process_time() - began
+
+
+def bench_worst_case() -> dict[str, Any]:
+    """Per verifier: its costliest known pathological response at the size limit; old vs new patterns."""
+    import re
+
+    from rlvr_verifiers.base import MAX_RESPONSE_CHARS
+
+    spec = importlib.util.spec_from_file_location(
+        "rlvr_bench_bounded", BENCH_DIR.parent / "tests" / "verifiers" / "test_bounded_parsing.py"
+    )
+    shapes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shapes)
+    from rlvr_verifiers.code import CodeConfig, CodeVerifier
+    from rlvr_verifiers.sandbox import SandboxConfig
+
+    work_dir = tempfile.mkdtemp(prefix="rlvr-bench-worst-", dir="/tmp")
+    os.chmod(work_dir, 0o755)
+    verifiers = {name: registry.get(name) for name in shapes.VERIFIERS}
+    verifiers["code"] = CodeVerifier(CodeConfig(), SandboxConfig(workers=1, work_dir=work_dir))
+    worst: dict[str, tuple[float, str, str]] = {}
+    try:
+        for name, verifier in verifiers.items():
+            verifier.verify(Item("warm up", shapes.GROUND_TRUTH[name], {"routed_verifier": "math"}))
+            for case, response in shapes.KNOWN.items():
+                spent, status = shapes.cpu_cost(verifier, name, response)
+                if name not in worst or spent > worst[name][0]:
+                    worst[name] = (spent, case, status)
+    finally:
+        verifiers["code"].close()
+        shutil.rmtree(work_dir, ignore_errors=True)
+    size = 32 << 10
+    patterns = {}
+    for label, (pattern, motif, new) in OLD_PATTERNS.items():
+        text = ("```" + " " * size) if motif is None else (motif * (size // len(motif)))
+        old_s = _cpu(lambda p=pattern, t=text: re.compile(p, re.DOTALL).findall(t))
+        new_s = _cpu(lambda n=new, t=text: n(t))
+        patterns[label] = (old_s, new_s, len(text))
+    return {
+        "worst": worst,
+        "budget_s": shapes.CPU_BUDGET_S,
+        "chars": MAX_RESPONSE_CHARS,
+        "patterns": patterns,
+    }
+
+
+def bench_deadlines(repeats: int) -> dict[str, list[float]]:
+    """Wall seconds from submit to result for jobs that only the sandbox's wall-clock kill ends."""
+    from rlvr_verifiers.sandbox import Sandbox, SandboxConfig
+
+    spin = "import signal\nfor s in (signal.SIGTERM, signal.SIGXCPU):\n    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass"
+    cases = {
+        "cpu loop, deadline 1 s": (spin, 1.0),
+        "sleeper, deadline 0.5 s": ("import time; time.sleep(3600)", 0.5),
+    }
+    work_dir = tempfile.mkdtemp(prefix="rlvr-bench-deadline-", dir="/tmp")
+    os.chmod(work_dir, 0o755)
+    out: dict[str, list[float]] = {k: [] for k in cases}
+    try:
+        with Sandbox(SandboxConfig(workers=1, work_dir=work_dir)) as box:
+            for _ in range(repeats):
+                for label, (source, deadline) in cases.items():
+                    began = time.monotonic()
+                    result = box.run(source, timeout_s=deadline)
+                    assert result.timed_out, result
+                    out[label].append(time.monotonic() - began)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return out
+
+
+def bench_quick(n: int, repeats: int) -> dict[str, Any]:
+    """Per-item wall time of math's quick check in-process vs through the quick worker."""
+    from rlvr_verifiers.quick_worker import QuickWorker
+
+    items = math_items(n, random.Random(7))
+    quick = registry.get("math").quick
+    worker = QuickWorker(preload=("math",))
+    worker.start()
+    inproc, child, mismatches = [], [], 0
+    try:
+        worker.check("math", items[0])  # started and loaded
+        for _ in range(repeats):
+            began = time.perf_counter()
+            local = [quick(item) for item in items]
+            inproc.append((time.perf_counter() - began) / n)
+            began = time.perf_counter()
+            remote = [worker.check("math", item) for item in items]
+            child.append((time.perf_counter() - began) / n)
+            mismatches += sum(a != b for a, b in zip(local, remote, strict=True))
+    finally:
+        worker.close()
+    return {"in_process_s": inproc, "quick_worker_s": child, "mismatches": mismatches, "n": n}
+
+
+def bench_pool_deadlines(repeats: int) -> dict[str, Any]:
+    """Wall seconds until verify() returns when only the per-item bound, or only the batch deadline, can
+    end it (the test-only `pool_test_echo` verifier's "hang" sleeps an hour)."""
+    import ray
+
+    from rlvr_verifiers.pool import PoolConfig, VerifierPool
+
+    tests_dir = str(BENCH_DIR.parent / "tests" / "verifiers")  # pool_test_verifiers, for the actors
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH")) if p)
+    sys.path.insert(0, tests_dir)
+    from pool_test_verifiers import EchoVerifier  # noqa: F401 - registers pool_test_echo here too
+
+    temp_dir = tempfile.mkdtemp(prefix="rlvr-bench-", dir="/tmp")
+    ray.init(
+        num_cpus=os.cpu_count() or 2,
+        resources={"rlvr_verifier": 2},
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    common = {"num_actors": 2, "cpus_per_actor": 1, "items_per_call": 4, "imports": ("pool_test_verifiers",)}
+    out: dict[str, Any] = {"item_bound": [], "batch_deadline": []}
+    try:
+        for round_ in range(repeats):
+            pool = VerifierPool(
+                PoolConfig(name=f"bench-hang-{round_}", item_timeout_s=2.0, batch_timeout_s=150.0, **common)
+            )
+            values = [str(i) for i in range(16)]
+            values[5] = "hang"
+            items = [Item(v, i) for i, v in enumerate(values)]
+            began = time.monotonic()
+            pool.verify("pool_test_echo", items)
+            out["item_bound"].append(time.monotonic() - began)
+            cfg = pool.config
+            out["item_bound_s"] = (
+                cfg.item_timeout_s * (cfg.items_per_call * cfg.max_in_flight_per_actor + 1) + 1.0
+            )
+            pool.shutdown()
+            pool = VerifierPool(
+                PoolConfig(
+                    name=f"bench-deadline-{round_}",
+                    item_timeout_s=600.0,
+                    batch_timeout_s=3.0,
+                    **{**common, "items_per_call": 1},
+                )
+            )
+            items = [Item("hang", 0), Item("hang", 1)] + [Item(str(i), i) for i in range(2, 8)]
+            began = time.monotonic()
+            pool.verify("pool_test_echo", items)
+            out["batch_deadline"].append(time.monotonic() - began)
+            pool.shutdown()
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return out
+
+
 def _load_run(filename: str):
     path = BENCH_DIR / filename
     if not path.exists():
@@ -283,7 +481,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code-fraction", type=float, default=0.25, help="share of code responses")
     add_tuning_args(parser)
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
-    parser.add_argument("--only", choices=("pool", "math", "sandbox"), default=None, help="run one figure")
+    parser.add_argument(
+        "--only",
+        choices=("pool", "math", "sandbox", "worst", "deadlines", "quick"),
+        default=None,
+        help="run one figure",
+    )
     args = parser.parse_args(argv)
     table: list[tuple[str, str, str, str, str]] = []
     details: list[str] = []
@@ -396,6 +599,75 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
             details.append("sandbox vs subprocess: " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()))
+
+    if args.only in (None, "worst"):
+        r = bench_worst_case()
+        for name, (spent, case, status) in sorted(r["worst"].items()):
+            table.append(
+                (
+                    f"worst case, {name}: {case} ({r['chars']} chars, {status})",
+                    f"{spent * 1000:.1f} CPU ms",
+                    f"{r['budget_s'] * 1000:.0f} CPU ms budget",
+                    f"{spent / r['budget_s']:.2f} of budget",
+                    "<= 1 of budget",
+                )
+            )
+        for label, (old_s, new_s, chars) in r["patterns"].items():
+            table.append(
+                (
+                    f"scanner vs old regex, {label}, {chars} chars",
+                    f"{new_s * 1000:.2f} CPU ms",
+                    f"{old_s * 1000:.0f} CPU ms",
+                    f"{old_s / max(new_s, 1e-6):.0f}x",
+                    "linear",
+                )
+            )
+
+    if args.only in (None, "deadlines"):
+        r = bench_deadlines(args.repeats)
+        for label, walls in r.items():
+            deadline = 1.0 if label.startswith("cpu") else 0.5
+            med = statistics.median(walls)
+            table.append(
+                (
+                    f"sandbox kill at the wall-clock deadline: {label}",
+                    f"{med:.2f} s wall (median)",
+                    f"{deadline:.1f} s deadline",
+                    f"+{med - deadline:.2f} s",
+                    "",
+                )
+            )
+            details.append(f"deadline rounds, {label}: {[round(x, 3) for x in walls]} s")
+        r = bench_pool_deadlines(max(1, min(args.repeats, 3)))
+        for label, key, bound in (
+            ("pool, one item hangs: its per-item bound ends it", "item_bound", r["item_bound_s"]),
+            ("pool, every actor hangs: the batch deadline ends it", "batch_deadline", 3.0),
+        ):
+            med = statistics.median(r[key])
+            table.append(
+                (
+                    label,
+                    f"{med:.2f} s wall (median)",
+                    f"{bound:.1f} s bound",
+                    f"{med - bound:+.2f} s",
+                    "bound (+ load)",
+                )
+            )
+            details.append(f"{label}: rounds {[round(x, 2) for x in r[key]]} s")
+
+    if args.only in (None, "quick"):
+        r = bench_quick(min(args.n, 512), args.repeats)
+        ours, base = statistics.median(r["quick_worker_s"]), statistics.median(r["in_process_s"])
+        table.append(
+            (
+                f"quick path in its bounded worker vs in-process, {r['n']} math responses",
+                f"{ours * 1000:.3f} ms/item",
+                f"{base * 1000:.3f} ms/item",
+                f"{ours / base:.2f}x the time",
+                "identical verdicts",
+            )
+        )
+        details.append(f"quick path verdict mismatches: {r['mismatches']}")
 
     headers = ("figure", "ours", "baseline", "ratio", "target")
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]

@@ -103,7 +103,8 @@ def run_measured(cmd: list[str], log: Path, env: dict | None = None) -> tuple[in
 
 def demo_assets() -> tuple[Path, Path]:
     """The demo's cached tiny model and addition data (built here when missing, as `rlvr train` does)."""
-    from rlvr_launch import compose, embedded
+    from rlvr_launch.recipes import compose
+    from rlvr_launch.runs import embedded_model as embedded
 
     cfg = compose.compose([])
     model = embedded.ensure_tiny_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))

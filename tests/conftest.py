@@ -29,7 +29,7 @@ def rlvr_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(rlvr_cache) -> Path:
-    from rlvr_launch.embedded import ensure_tiny_model
+    from rlvr_launch.runs.embedded_model import ensure_tiny_model
 
     return ensure_tiny_model(rlvr_cache, log=lambda _m: None)
 

@@ -9,7 +9,7 @@ requests. Its class lives in a verl module, so its actor process imports verl, t
 imports only the standard library, plugged in through verl's public router plugin: a YAML file named by
 `rollout.router_config_path` whose `router_class` verl instantiates as a Ray actor with `(servers,
 yaml_config)`. rlvr's composition turns `rlvr:<file>` into the path of that file in this package
-(rlvr_launch/recipe_checks.py). The methods are verl's `RequestLoadBalancer` protocol.
+(rlvr_launch/recipes/recipe_checks.py). The methods are verl's `RequestLoadBalancer` protocol.
 
 `InProcessLoadBalancer` (in_process_router.yaml, the cpu platform's choice) is the same policy without an
 actor at all, in the process whose in-process agent loop sends the requests; this module then also

@@ -60,7 +60,7 @@ On-policy distillation with the `hf` rollout as the teacher (hf_server.py, `prom
    given id, as vLLM's `extract_prompt_logprobs` lays them out) and builds the teacher replicas with
    `get_rollout_replica_class(inference.name)(..., is_teacher_model=True)` + `init_colocated(pool)`;
    its config sizes top-k log-probs for vllm/sglang only (`_validate_topk_logprobs`), so the hf teacher
-   serves the estimator losses (rlvr_launch/distill.py refuses forward_kl_topk with it).
+   serves the estimator losses (rlvr_launch/pipelines/distill.py refuses forward_kl_topk with it).
 
 verl's TaskRunner in the `rlvr train` process (rlvr_cluster/in_driver_task_runner.py, `rlvr.task_runner:
 driver`, through `run_ppo`'s public `task_runner_class` argument):

@@ -221,8 +221,8 @@ def test_the_job_prepares_its_data_onto_the_runs_volume_the_trainers_read(render
 
 
 def test_checkpoints_kept_fit_the_runs_volume_and_the_pool_fills_the_verifier_slots(rendered, monkeypatch):
-    from rlvr_launch import placement
-    from rlvr_launch.compose import compose
+    from rlvr_launch.recipes.compose import compose
+    from rlvr_launch.runs import placement
 
     name, resources = rendered
     cluster = _one(resources, "RayCluster")

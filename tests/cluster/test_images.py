@@ -86,7 +86,7 @@ def test_a_python_image_for_one_target_is_caught(stages):
 
 @pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
 def test_trainer_has_flash_attention_at_verls_pin(stages):
-    from rlvr_launch.compose import compose
+    from rlvr_launch.recipes.compose import compose
 
     pins = {}
     for req in importlib.metadata.requires("verl") or []:

@@ -22,7 +22,7 @@ def test_the_cpu_recipe_builds_verls_agent_loop_worker_in_this_process_and_no_ac
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from rlvr_cluster.in_process_agent_loop import InProcessAgentLoopManager, ReusingAgentLoopWorker
-    from rlvr_launch import compose
+    from rlvr_launch.recipes import compose
 
     cfg = compose.compose(
         [f"actor_rollout_ref.model.path={tiny_model_dir}", "actor_rollout_ref.rollout.agent.num_workers=2"]
@@ -61,7 +61,7 @@ def _addition_batch(count: int):
     import numpy as np
     from verl.protocol import DataProto
 
-    from rlvr_launch.embedded import ADDITION, TinySpec, addition_pairs, addition_prompt
+    from rlvr_launch.runs.embedded_model import ADDITION, TinySpec, addition_pairs, addition_prompt
 
     train, _ = addition_pairs(TinySpec())
     rows = train[:count]
@@ -97,7 +97,7 @@ def test_one_reused_agent_loop_and_the_in_process_reward_give_verls_batch_with_e
         InProcessAgentLoopManager,
         ReusingAgentLoopWorker,
     )
-    from rlvr_launch import compose
+    from rlvr_launch.recipes import compose
 
     cfg = compose.compose([f"actor_rollout_ref.model.path={tiny_model_dir}"])
     assert cfg.reward.num_workers == 0

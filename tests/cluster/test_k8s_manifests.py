@@ -312,7 +312,7 @@ def test_gvisor_is_optional_and_only_on_verifier_pods():
 
 def _entrypoint_overrides(job: dict) -> list[str]:
     argv = shlex.split(job["spec"]["entrypoint"])
-    assert argv[:3] == ["python", "-m", "rlvr_launch.job"]
+    assert argv[:3] == ["python", "-m", "rlvr_launch.jobs.driver"]
     return [a for a in argv[3:] if "=" in a and not a.startswith("--")]
 
 
@@ -321,7 +321,7 @@ def test_overlay_recipe_composes_and_matches_its_worker_groups(rendered):
     """The RayJob's recipe is valid, asks for exactly the GPU nodes the cluster has, and its workers get
     the env vars rlvr_cluster.env.worker_env says the recipe needs."""
     from rlvr_cluster.env import worker_env
-    from rlvr_launch.compose import compose
+    from rlvr_launch.recipes.compose import compose
 
     name, resources = rendered
     job = _one(resources, "RayJob")

@@ -187,7 +187,7 @@ def test_the_in_driver_task_runner_hands_verls_legacy_trainer_the_slim_group():
 
     from rlvr_cluster import verl_private
     from rlvr_cluster.in_driver_task_runner import InDriverTaskRunner
-    from rlvr_launch import compose
+    from rlvr_launch.recipes import compose
 
     cfg = compose.compose([])
     assert cfg.rlvr.task_runner == "driver"

@@ -74,8 +74,8 @@ def test_the_cpu_recipe_names_the_packaged_router_and_a_missing_file_is_refused(
     from verl.utils.import_utils import load_class_from_fqn, resolve_config_path
 
     from rlvr_cluster import slim_router
-    from rlvr_launch import compose
     from rlvr_launch.cli import UserError
+    from rlvr_launch.recipes import compose
 
     path = compose.compose([]).actor_rollout_ref.rollout.router_config_path
     assert resolve_config_path(path) == path  # absolute: verl's TaskRunner reads it as is

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from rlvr_cluster.thinking_metrics import step_metrics_from_rollouts
-from rlvr_launch import diagnose
+from rlvr_launch.diagnosis import diagnose
 from rlvr_verifiers.verl_bridge import THINKING_KEYS, RlvrRewardManager
 
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    from rlvr_launch.embedded import TinySpec, build_tokenizer
+    from rlvr_launch.runs.embedded_model import TinySpec, build_tokenizer
 
     out = tmp_path_factory.mktemp("tok")
     build_tokenizer(TinySpec(), out)

@@ -25,7 +25,7 @@ import pytest
 from vllm_cpu_support import require_vllm_cpu
 
 from rlvr_cluster import shm
-from rlvr_launch import evaluate, sample
+from rlvr_launch.pipelines import evaluate, sample
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_launch import compose
+from rlvr_launch.recipes import compose
 
 ALGOS = ["grpo", "rloo", "dapo", "dr_grpo", "gspo", "reinforce_pp"]
 ACTOR = "actor_rollout_ref.actor"

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from rlvr_launch import compose
 from rlvr_launch.cli import UserError
+from rlvr_launch.recipes import compose
 
 
 def rlvr(*args: str) -> subprocess.CompletedProcess:

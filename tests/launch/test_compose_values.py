@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from rlvr_launch import compose
 from rlvr_launch.cli import UserError
+from rlvr_launch.recipes import compose
 
 
 @pytest.mark.parametrize(

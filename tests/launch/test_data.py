@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlvr_launch import data
 from rlvr_launch.cli import UserError
-from rlvr_launch.converters import NAMES, load
+from rlvr_launch.data import convert as data
+from rlvr_launch.data.converters import NAMES, load
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 
@@ -36,7 +36,7 @@ def _truths(path: Path) -> list:
 
 
 def test_every_task_has_a_converter_and_a_recipe():
-    from rlvr_launch import compose
+    from rlvr_launch.recipes import compose
 
     tasks = set(compose.group_entries("task"))
     for name in NAMES:
@@ -181,7 +181,7 @@ def test_limit_caps_the_rows_read(tmp_path):
 
 
 def test_output_passes_the_trainers_dataset_check(tmp_path):
-    from rlvr_launch.datacheck import check_parquet
+    from rlvr_launch.runs.datacheck import check_parquet
 
     for name, source, kwargs in [
         ("gsm8k", FIXTURES / "gsm8k", {}),

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rlvr_launch.cli import UserError
-from rlvr_launch.datacheck import check_parquet
+from rlvr_launch.runs.datacheck import check_parquet
 
 
 def _row(i=0, truth="7", prompt=None):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_launch import diagnose as d
 from rlvr_launch.cli import UserError
+from rlvr_launch.diagnosis import diagnose as d
 
 RUNS = Path(__file__).parent / "fixtures" / "recorded_runs"
 RLVR = str(Path(sys.executable).parent / "rlvr")
@@ -247,8 +247,8 @@ def test_groups_that_all_scored_zero_are_all_wrong_never_all_right():
 def test_the_recommended_dapo_patch_composes_and_validates_on_the_cpu_demo(tmp_path):
     """On the CPU demo (4-token responses) the printed algo=dapo command composes and validates for this
     run: the overlong buffer is sized from the response length (recipe_checks), never 4096 >= 4."""
-    from rlvr_launch import compose
-    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.recipes import compose
+    from rlvr_launch.runs.rundir import RunDir
 
     RunDir(tmp_path).save_recipe(["trainer.total_training_steps=30"])
     command = d.runnable_patch(tmp_path, ["algo=dapo"])

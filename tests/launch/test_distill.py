@@ -32,7 +32,7 @@ def _weights(model_dir: Path) -> dict:
 
 
 def test_student_is_a_smaller_model_with_the_teachers_tokenizer(rlvr_cache, tiny_model_dir, tmp_path):
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     student = embedded.ensure_student_model(rlvr_cache, log=lambda _m: None)
     teacher_info = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
@@ -55,7 +55,8 @@ def test_student_is_a_smaller_model_with_the_teachers_tokenizer(rlvr_cache, tiny
 
 
 def test_embedded_student_resolves_as_a_pipeline_input(rlvr_cache):
-    from rlvr_launch import embedded, pipeline
+    from rlvr_launch.pipelines import pipeline
+    from rlvr_launch.runs import embedded_model as embedded
 
     assert pipeline._resolve_path("embedded://student") == str(embedded.ensure_student_model(rlvr_cache))
     spec = pipeline.load_spec("distill")

@@ -31,7 +31,7 @@ def _spec(name: str) -> list[dict]:
 
 
 def test_on_policy_spec_is_the_distill_pipeline_then_distillation_of_its_sft_student():
-    from rlvr_launch import pipeline
+    from rlvr_launch.pipelines import pipeline
 
     off, on = _spec("distill"), _spec("distill_on_policy")
     assert on[: len(off)] == off  # same stages, names and settings: its first half IS `distill`
@@ -49,13 +49,16 @@ def test_on_policy_spec_is_the_distill_pipeline_then_distillation_of_its_sft_stu
 
 @pytest.fixture(scope="module")
 def pair(rlvr_cache, tiny_model_dir):
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     return embedded.ensure_student_model(rlvr_cache, log=lambda _m: None), tiny_model_dir
 
 
 def _compose(*overrides):
-    from rlvr_launch import compose
+    from rlvr_launch.recipes import (
+        compose,
+        distillation,  # noqa: F401 - registers the `distillation` composition check
+    )
 
     return compose.compose(["experiment=cpu_on_policy_distill", *overrides])
 
@@ -118,7 +121,7 @@ def test_a_misconfigured_distillation_is_refused_naming_the_fix(
 def test_the_stage_refuses_a_missing_teacher_or_another_tokenizer_before_training(
     pair, other_tokenizer_teacher, tmp_path
 ):
-    from rlvr_launch.stages import STAGE_KINDS, Stage
+    from rlvr_launch.pipelines.stages import STAGE_KINDS, Stage
 
     student, _ = pair
     run = STAGE_KINDS["distill"]
@@ -191,7 +194,7 @@ def _first_rows(rlvr_cache: Path, out: Path, n: int = 80) -> Path:
     """The first n rows of the addition task's training file (it has 800), as a file of their own."""
     import pyarrow.parquet as pq
 
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     table = pq.read_table(embedded.ensure_addition_data(rlvr_cache / "data") / "train.parquet")
     pq.write_table(table.slice(0, n), out)
@@ -203,8 +206,8 @@ def test_the_distill_stage_trains_the_student_on_the_teachers_log_probs(pair, tm
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr_launch.distill import LOSS_KEY
-    from rlvr_launch.stages import STAGE_KINDS, Stage
+    from rlvr_launch.pipelines.distill import LOSS_KEY
+    from rlvr_launch.pipelines.stages import STAGE_KINDS, Stage
 
     student, teacher = pair
     stage = Stage(

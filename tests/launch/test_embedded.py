@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
-from rlvr_launch import embedded
+from rlvr_launch.runs import embedded_model as embedded
 
 
 @pytest.fixture(scope="module")

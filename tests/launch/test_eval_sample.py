@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlvr_launch import evaluate, generation, sample
 from rlvr_launch.errors import UserError
+from rlvr_launch.pipelines import evaluate, generation, sample
 from rlvr_verifiers import reasoning
 
 TAGS = reasoning.default_tags()
@@ -152,7 +152,7 @@ def test_difficulty_buckets():
 def test_eval_greedy_pass_at_1_equals_the_independent_greedy_accuracy_of_the_build(tiny_model_dir):
     """pass@1 through the hf rollout server + math verifier equals the greedy accuracy the embedded build
     measured with its own decoding loop on the same 200 held-out prompts."""
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     build = json.loads((tiny_model_dir / "rlvr_build.json").read_text())
     report = evaluate.evaluate(str(tiny_model_dir), "addition", k=4, temperature=1.0)
@@ -228,7 +228,7 @@ def test_a_checkpoint_is_found_from_the_run_dir_the_step_or_the_shard_folder(tmp
 def test_a_verifier_that_raises_gives_each_of_its_responses_a_counted_failure_not_a_crash():
     """eval/sample verify as `rlvr score`'s local path does: one failing verifier costs its own
     responses a `sandbox_error` each; the other rows are still scored."""
-    from rlvr_launch import generation
+    from rlvr_launch.pipelines import generation
     from rlvr_verifiers import registry
     from rlvr_verifiers.base import Verdict
 
@@ -309,7 +309,8 @@ def test_rollout_vllm_without_vllm_installed_is_refused_naming_the_install(
 
     import ray
 
-    from rlvr_launch import cli, vllm_generation
+    from rlvr_launch import cli
+    from rlvr_launch.pipelines import vllm_generation
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from rlvr_launch.train import _root_cause, actor_failures
+from rlvr_launch.runs.train import _root_cause, actor_failures
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ import re
 
 import pandas as pd
 
-from rlvr_launch import compose, embedded, train
+from rlvr_launch.recipes import compose
+from rlvr_launch.runs import embedded_model as embedded
+from rlvr_launch.runs import train
 
 
 def test_each_validation_label_states_the_standard_error_of_its_own_row_count(rlvr_cache):

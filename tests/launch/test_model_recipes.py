@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr_launch import compose
+from rlvr_launch.recipes import compose
 
 MODELS = {
     # name: (hub id, vLLM tensor parallel, ref params offloaded)

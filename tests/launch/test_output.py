@@ -8,8 +8,9 @@ import io
 
 import pytest
 
-from rlvr_launch import compose, jobs
-from rlvr_launch.train import reward_summary
+from rlvr_launch.jobs import job_control as jobs
+from rlvr_launch.recipes import compose
+from rlvr_launch.runs.train import reward_summary
 
 # A job's log as Ray streams it: rlvr's lines among verl's and Ray's, in chunks cut anywhere.
 JOB_LOG = (
@@ -72,7 +73,7 @@ def test_ray_address_outside_a_job_is_announced_and_inside_a_job_joined(monkeypa
     """Issue 10, item 4. Ray's job supervisor sets RAY_JOB_CONFIG_JSON_ENV_VAR for a job's entrypoint."""
     from pathlib import Path
 
-    from rlvr_launch import train
+    from rlvr_launch.runs import train
 
     monkeypatch.delenv("RLVR_RUNS_DIR", raising=False)
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_launch import compose, pipeline, stages
 from rlvr_launch.errors import UserError
+from rlvr_launch.pipelines import pipeline, stages
+from rlvr_launch.recipes import compose
 
 RUNS: list[str] = []
 
@@ -195,7 +196,7 @@ def test_rl_stages_of_the_r1_pipelines_compose_with_the_rubric_their_reward_need
 def test_embedded_sft_assets_are_deterministic_and_the_long_cot_traces_verify(tmp_path):
     import pandas as pd
 
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
     from rlvr_verifiers import reasoning, registry
     from rlvr_verifiers.base import Item
 
@@ -257,7 +258,7 @@ def test_base_tiny_model_knows_the_text_but_not_the_chat_format_or_the_tags(rlvr
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr_launch import embedded
+    from rlvr_launch.runs import embedded_model as embedded
 
     base = Path(pipeline._resolve_path("embedded://tiny_base"))
     assert base == embedded.ensure_base_model(rlvr_cache) and base != tiny_model_dir

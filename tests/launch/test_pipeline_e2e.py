@@ -125,7 +125,7 @@ def test_r1_killed_in_rl_resumes_from_its_checkpoint_and_status_tells_the_truth(
     assert "did not finish (running); continuing it" in out.stdout
     # verl saves a step's checkpoint before it logs the step's metrics row: a kill between the two must redo
     # that step from the checkpoint before it (every step is saved here), so no row is lost.
-    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.runs.rundir import RunDir
 
     rl_logged = RunDir.read_attempt(stages / "02-rl/attempts/1.jsonl")  # {step: row} of the killed attempt
     rl_log = (stages / "02-rl/stage.log").read_text()

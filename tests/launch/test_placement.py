@@ -1,6 +1,6 @@
 """The verifier pool's placement and size on a cluster, the job driver's recipes and data, and resume
 safety, without a cluster: `placement.plan` over node resource lists (what the state API and ray.nodes()
-return), the submit retry on a just-started head, `rlvr_launch.job`'s recipe lookup and --prepare-data on
+return), the submit retry on a just-started head, `rlvr_launch.jobs.driver`'s recipe lookup and --prepare-data on
 real files, and the refusal to resume a run directory of another recipe.
 
 The real clusters are in test_cluster_loopback.py and test_submit_cluster.py.
@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rlvr_launch import compose, job, placement, recipe_checks, submit
 from rlvr_launch.cli import UserError
+from rlvr_launch.jobs import driver as job
+from rlvr_launch.jobs import submit
+from rlvr_launch.recipes import compose, recipe_checks
+from rlvr_launch.runs import placement
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures" / "data"

@@ -3,7 +3,7 @@
 verl runs Ray tasks only at start-up (its worker groups ask a task for a free master port); Ray would
 keep each task's worker process (~120 MiB, a Python with Ray loaded) idle for the whole run, and would
 prestart one per logical CPU. Both are turned off in `_start_ray`'s system config. The head itself
-runs without the autoscaler monitor and, unless --verbose, the log monitor (rlvr_launch.ray_head,
+runs without the autoscaler monitor and, unless --verbose, the log monitor (rlvr_launch.runs.ray_head,
 which builds the head through Ray's private node API: the assumptions it makes are checked here).
 """
 
@@ -36,7 +36,8 @@ def test_a_tasks_worker_process_is_gone_soon_after_the_task(tiny_model_dir):
     import ray
 
     from rlvr_cluster.env import worker_env
-    from rlvr_launch import compose, train
+    from rlvr_launch.recipes import compose
+    from rlvr_launch.runs import train
 
     assert not ray.is_initialized()
     cfg = compose.compose([f"actor_rollout_ref.model.path={tiny_model_dir}"])
@@ -77,7 +78,7 @@ def test_ray_still_starts_a_head_the_way_ray_head_mirrors():
     import ray._private.parameter
     import ray._private.worker
 
-    from rlvr_launch import ray_head
+    from rlvr_launch.runs import ray_head
 
     params = inspect.signature(ray._private.parameter.RayParams).parameters
     assert {"no_monitor", "include_log_monitor", "_system_config", "temp_dir", "resources"} <= set(params)
@@ -109,7 +110,8 @@ def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_proce
     import ray
 
     from rlvr_cluster.env import worker_env
-    from rlvr_launch import compose, ray_head, train
+    from rlvr_launch.recipes import compose
+    from rlvr_launch.runs import ray_head, train
 
     assert not ray.is_initialized()
     cfg = compose.compose([f"actor_rollout_ref.model.path={tiny_model_dir}"])

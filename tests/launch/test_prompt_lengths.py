@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_launch import compose, data, datacheck
 from rlvr_launch.cli import UserError
+from rlvr_launch.data import convert as data
+from rlvr_launch.recipes import compose
+from rlvr_launch.runs import datacheck
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 SOURCES = {

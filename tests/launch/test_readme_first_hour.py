@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+# The README, and the guide its "Debugging locally" section moved to (docs/debugging-and-diagnosis.md).
+README = "\n".join((ROOT / name).read_text() for name in ("README.md", "docs/debugging-and-diagnosis.md"))
 
 
 def _section(title: str) -> str:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_launch import cli, compose, diagnose
+from rlvr_launch import cli
 from rlvr_launch.cli import UserError
-from rlvr_launch.score import add_arguments, parse_line, reasoning_defaults
+from rlvr_launch.diagnosis import diagnose
+from rlvr_launch.recipes import compose
+from rlvr_launch.scoring.score import add_arguments, parse_line, reasoning_defaults
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import Item
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from rlvr_launch import compose, recipe_checks
 from rlvr_launch.cli import UserError
+from rlvr_launch.recipes import compose, recipe_checks
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
@@ -58,6 +58,8 @@ def _assert_fit(cfg, label: str) -> None:
 def _documented_commands() -> list[tuple[str, list[str]]]:
     sources = [
         ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),  # the README's topic guides
+        ROOT / "bench" / "README.md",
         *sorted(RECIPES.rglob("*.yaml")),
         *sorted((ROOT / "cluster").rglob("*.yaml")),
     ]

@@ -2,7 +2,7 @@
 
 import json
 
-from rlvr_launch.rundir import RunDir
+from rlvr_launch.runs.rundir import RunDir
 
 
 def _run(tmp_path, checkpoints, logged, marker):

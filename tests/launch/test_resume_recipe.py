@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rlvr_launch import compose, train
 from rlvr_launch.cli import UserError
-from rlvr_launch.rundir import RunDir
+from rlvr_launch.recipes import compose
+from rlvr_launch.runs import train
+from rlvr_launch.runs.rundir import RunDir
 
 
 @functools.cache
@@ -125,7 +126,7 @@ def test_cli_resume_with_another_algorithm_exits_2_before_anything_starts(tmp_pa
     assert not rd.attempts_dir.exists()
 
 
-# --- the same resume for a submitted run (rlvr_launch.job, the driver `rlvr submit` runs) -----------
+# --- the same resume for a submitted run (rlvr_launch.jobs.driver, the driver `rlvr submit` runs) -----------
 
 
 # Its own experiment name: _config_yaml caches by overrides, and the tests above compose without the
@@ -135,7 +136,7 @@ SUBMITTED_DAPO = ["algo=dapo", "trainer.total_training_steps=8", "trainer.experi
 
 @pytest.fixture
 def job_env(monkeypatch, rlvr_cache):
-    """The job driver runs in this process (as Ray runs it: `python -m rlvr_launch.job`); what it sets
+    """The job driver runs in this process (as Ray runs it: `python -m rlvr_launch.jobs.driver`); what it sets
     in the environment (RLVR_RECIPES_DIR) and the jobspec module are undone afterwards."""
     # monkeypatch.delenv of an unset variable records nothing to undo, so a value the job sets would
     # leak into every later test (a loopback head started later inherits it): restore by hand.
@@ -157,7 +158,8 @@ def test_a_submitted_resume_continues_the_stored_dapo_recipe_with_its_overrides_
     """`rlvr submit --run-dir D OVERRIDES` on a run dir a submitted DAPO run left: the job driver
     composes the stored recipe with the jobspec's overrides on top (printed as a diff), as `rlvr train
     --run-dir` does; before, it composed the jobspec's overrides alone (GRPO, 60 steps) and refused."""
-    from rlvr_launch import job, submit
+    from rlvr_launch.jobs import driver as job
+    from rlvr_launch.jobs import submit
 
     rd = _started_run(tmp_path / "run", SUBMITTED_DAPO, checkpoint_step=8)
     submitted = ["actor_rollout_ref.actor.optim.lr=1e-4"]
@@ -176,10 +178,10 @@ def test_a_submitted_resume_continues_the_stored_dapo_recipe_with_its_overrides_
 def test_a_plain_ray_job_on_a_finished_run_dir_keeps_its_recipe_and_says_it_is_complete(
     tmp_path, job_env, capsys
 ):
-    """`ray job submit -- python -m rlvr_launch.job --run-dir D` with no overrides on a finished 8-step
+    """`ray job submit -- python -m rlvr_launch.jobs.driver --run-dir D` with no overrides on a finished 8-step
     DAPO run: complete (not restarted as the default 60-step GRPO run, nor refused as another recipe);
     a refused algorithm change exits 2 with the reason and leaves the run dir as it was."""
-    from rlvr_launch import job
+    from rlvr_launch.jobs import driver as job
 
     rd = _started_run(tmp_path / "run", SUBMITTED_DAPO, checkpoint_step=8)
     code = job.main(["--job-id", "rlvr-resume-1", "--run-dir", str(rd.path)])

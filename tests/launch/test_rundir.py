@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlvr_launch.cli import UserError
-from rlvr_launch.rundir import REWARD_KEY, STEP_KEY, RunDir
+from rlvr_launch.runs.rundir import REWARD_KEY, STEP_KEY, RunDir
 
 
 def _log(path, steps, tag):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlvr_launch import cli
-from rlvr_launch.score import parse_line
+from rlvr_launch.scoring.score import parse_line
 from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict
 
 # ---------------------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def local_ray(private_ray):
 def score(tmp_path: Path, verifier: str, lines: list[str], capsys, results=None) -> tuple[list[dict], str]:
     """Runs `rlvr score`; the pool's results (what was decided in this process, what was shipped to the
     actors) are appended to `results` when a list is given (the real score_lines, only watched)."""
-    from rlvr_launch import score as score_module
+    from rlvr_launch.scoring import score as score_module
 
     src, dst = tmp_path / f"{verifier}.in.jsonl", tmp_path / f"{verifier}.out.jsonl"
     src.write_text("".join(line + "\n" for line in lines))
@@ -299,7 +299,7 @@ def test_small_code_input_runs_in_local_sandbox_workers_without_ray(tmp_path):
 def test_large_inputs_and_cluster_addresses_take_the_ray_path(monkeypatch):
     import sys
 
-    from rlvr_launch.score import choose_path
+    from rlvr_launch.scoring.score import choose_path
 
     # A Ray initialised in this process by an earlier test (the module's private_ray) takes the ray path
     # by design; this test is about the size and the address, so it sees a process without Ray.

@@ -16,8 +16,10 @@ import pytest
 import yaml
 from loopback_ray import free_ports
 
-from rlvr_launch import job, jobs, submit
 from rlvr_launch.cli import UserError
+from rlvr_launch.jobs import driver as job
+from rlvr_launch.jobs import job_control as jobs
+from rlvr_launch.jobs import submit
 
 SECRET = "s3cr3t-value-that-must-never-print"
 
@@ -180,7 +182,7 @@ def test_shipped_recipe_composes_on_the_cluster_with_the_clusters_paths(tmp_path
     so rlvr's paths are the cluster's, not the submitting machine's."""
     from omegaconf import OmegaConf
 
-    from rlvr_launch.compose import recipes_dir
+    from rlvr_launch.recipes.compose import recipes_dir
 
     submitted = OmegaConf.create({"rlvr": {"cache_dir": "/home/submitter/.cache/rlvr"}})
     package = submit.write_jobspec(submitted, ["trainer.total_training_steps=3"], tmp_path, recipes_dir())
@@ -220,7 +222,9 @@ def test_job_run_dir_defaults_under_runs_dir_named_after_the_job(monkeypatch, tm
 
 def test_entrypoint_quotes_paths():
     command = submit.entrypoint("rlvr-x-1", "/data/my runs/x")
-    assert command.startswith("python -m rlvr_launch.job --job-id rlvr-x-1 --config-package rlvr_jobspec")
+    assert command.startswith(
+        "python -m rlvr_launch.jobs.driver --job-id rlvr-x-1 --config-package rlvr_jobspec"
+    )
     assert "'/data/my runs/x'" in command
 
 
@@ -230,7 +234,7 @@ def test_status_shows_env_var_names_never_values():
     info = JobDetails(
         type="SUBMISSION",
         submission_id="rlvr-x-1",
-        entrypoint="python -m rlvr_launch.job",
+        entrypoint="python -m rlvr_launch.jobs.driver",
         status=JobStatus.RUNNING,
         runtime_env={"env_vars": {"WANDB_API_KEY": SECRET, "VERL_PLATFORM": "cpu"}},
         metadata={"rlvr_experiment": "cpu_demo"},

@@ -9,8 +9,9 @@ import shutil
 import pytest
 
 from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
-from rlvr_launch import cli, evaluate
+from rlvr_launch import cli
 from rlvr_launch.errors import UserError
+from rlvr_launch.pipelines import evaluate
 
 LIMIT = 8
 

@@ -1,4 +1,4 @@
-"""Thinking-mode fusion data and the mixed-mode RL data of the `qwen3` pipeline (rlvr_launch.thinking_stages)."""
+"""Thinking-mode fusion data and the mixed-mode RL data of the `qwen3` pipeline (rlvr_launch.pipelines.thinking_stages)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlvr_launch import embedded, pipeline, stages, thinking_stages
 from rlvr_launch.errors import UserError
+from rlvr_launch.pipelines import pipeline, stages, thinking_stages
+from rlvr_launch.runs import embedded_model as embedded
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def test_kill_and_resume_continues_at_the_right_step(tmp_path, ray_root):
     assert 2 <= newest < 5
     # verl saves a step's checkpoint before it logs the step's metrics: a kill between the two leaves a
     # checkpoint without its row, and the resume must then redo that step from the checkpoint before it.
-    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.runs.rundir import RunDir
 
     # {step: row} of the killed attempt; a line cut short by the kill is skipped
     logged = RunDir.read_attempt(run_dir / "attempts" / "1.jsonl")
@@ -198,7 +198,7 @@ def test_ctrl_c_stops_the_run_at_once_and_says_how_to_resume(tmp_path, ray_root)
 
 
 def test_a_run_directory_in_use_is_refused_at_once(tmp_path, ray_root):
-    from rlvr_launch.rundir import RunDir
+    from rlvr_launch.runs.rundir import RunDir
 
     holder = RunDir(tmp_path / "busy")
     holder.acquire()

@@ -7,6 +7,8 @@ they start Ray), so the actors' own registries know these names.
 wrong (score 0) otherwise. Commands: "sleep:<s>:<int>" sleeps s seconds first; "hang" sleeps for an hour;
 "crash" ends the actor process at once (a segfault-like death); "raise" raises; "pid" answers with the
 actor's pid in `detail`; "env:NAME" answers with the actor's value of NAME.
+Its `quick(item)` (for rlvr_verifiers.quick_worker's tests): "spin" burns CPU forever; "pid" answers the
+process's pid; "none" answers None; anything else is `verify`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from rlvr_verifiers.base import OK, PARSE_ERROR, WRONG, Item, Verdict
 @registry.register("pool_test_echo")
 class EchoVerifier(registry.Verifier):
     name = "pool_test_echo"
+
+    def quick(self, item: Item) -> Verdict | None:
+        if item.response == "spin":
+            while True:
+                pass
+        if item.response == "none":
+            return None
+        return self.verify(item)
 
     def verify(self, item: Item) -> Verdict:
         response = item.response

@@ -12,7 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlvr_verifiers import registry
-from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
+from rlvr_verifiers.base import (
+    INVALID_INPUT,
+    MAX_RESPONSE_CHARS,
+    OK,
+    PARSE_ERROR,
+    RESPONSE_TOO_LARGE,
+    SANDBOX_ERROR,
+    TIMEOUT,
+    WRONG,
+    Item,
+)
 from rlvr_verifiers.code import (
     CodeVerifier,
     InvalidTests,
@@ -293,8 +303,17 @@ def test_batch_mixes_every_status_in_order(verifier):
 
 
 def test_oversized_solution_is_wrong_without_running(verifier):
-    verdict = verifier.verify(Item(fenced("x = 1\n" * 100_000), ADD_TESTS))
+    # over the source cap in UTF-8 bytes (two per character), under the response's limit in characters
+    source = "x = 1  # " + "\u00e9" * (verifier.config.max_source_bytes // 2 + 1) + "\n"
+    assert len(fenced(source)) <= MAX_RESPONSE_CHARS
+    verdict = verifier.verify(Item(fenced(source), ADD_TESTS))
     assert verdict.status == WRONG and "longer than" in verdict.detail
+
+
+def test_response_over_the_size_limit_is_counted_and_never_read(verifier):
+    verdict = verifier.verify(Item(fenced("x = 1\n" * 100_000), ADD_TESTS))
+    assert verdict.status == RESPONSE_TOO_LARGE and verdict.score == 0.0
+    assert str(MAX_RESPONSE_CHARS) in verdict.detail
 
 
 # --------------------------------------------------------------------------------------------------

@@ -95,19 +95,19 @@ def test_eval_injection_is_rejected_without_running(payload: str, tmp_path) -> N
     "expr", ["9**9**9**9", "2**10**10", "4**6", "4^6", "-4*-6", "4.0*6", "True*24", "4//1*6", "25%24"]
 )
 def test_operators_outside_the_whitelist_are_rejected(expr: str) -> None:
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: nothing is computed (9**9**9**9 would never finish)
     v = verdict(f"<answer>{expr}</answer>", {"target": 24, "numbers": [4, 6, 9, 2, 10, 1, 25]})
     assert v.status in ("wrong", "parse_error")
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 1
 
 
 def test_expression_size_and_depth_are_bounded() -> None:
     long_expr = "+".join(["1"] * 500)
     assert verdict(f"<answer>{long_expr}</answer>", {"target": 500, "numbers": [1] * 500}).status == "wrong"
     deep = "(" * 5000 + "4" + ")" * 5000
-    start = time.monotonic()
+    start = time.process_time()
     v = verdict(f"<answer>{deep}</answer>", {"target": 4, "numbers": [4]})
-    assert v.status in ("wrong", "parse_error") and time.monotonic() - start < 1
+    assert v.status in ("wrong", "parse_error") and time.process_time() - start < 1
 
 
 def test_last_expression_line_is_used_without_answer_tags() -> None:

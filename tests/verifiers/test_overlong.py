@@ -28,7 +28,7 @@ def test_penalty_factor_scales_the_ramp():
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from rlvr_launch.embedded import TinySpec, build_tokenizer
+    from rlvr_launch.runs.embedded_model import TinySpec, build_tokenizer
 
     return build_tokenizer(TinySpec(), tmp_path_factory.mktemp("tok"))
 

@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, SANDBOX_ERROR, TIMEOUT, WRONG, Item
+from rlvr_verifiers.base import (
+    INVALID_INPUT,
+    MAX_RESPONSE_CHARS,
+    OK,
+    PARSE_ERROR,
+    RESPONSE_TOO_LARGE,
+    SANDBOX_ERROR,
+    TIMEOUT,
+    WRONG,
+    Item,
+)
 from rlvr_verifiers.pool import PoolConfig, PoolError, VerifierPool, _percentile
 
 HERE = Path(__file__).resolve().parent
@@ -199,20 +209,13 @@ def test_hanging_item_gets_timeout_within_its_bound_and_its_chunk_mates_are_scor
     try:
         values = [(i, i) for i in range(16)]
         values[5] = ("hang", 5)
-        start = time.monotonic()
         result = pool.verify("pool_test_echo", echo_items(values))
-        elapsed = time.monotonic() - start
         statuses = [v.status for v in result.verdicts]
         assert statuses[5] == TIMEOUT and result.verdicts[5].score == 0.0
         assert statuses[:5] + statuses[6:] == [OK] * 15
-        assert "no verdict within 2s" in result.verdicts[5].detail, result.verdicts[
-            5
-        ]  # not the batch deadline
-        # The bound: the hung chunk's call deadline (2 s for each item queued on its actor: at most 2 calls
-        # of 4) plus 0.5 s, then the item's retry alone (2 s + 0.5 s), plus a loaded machine's slack.
-        cfg = pool.config
-        bound = cfg.item_timeout_s * (cfg.items_per_call * cfg.max_in_flight_per_actor + 1) + 2 * 0.5
-        assert elapsed < bound + 10.0, (elapsed, bound)
+        # Ended by the per-item bound, not the batch deadline (150 s, beyond this test's 240 s timeout
+        # together with the hang): how close to the bound it ends is latency, measured in bench/verifiers.py.
+        assert "no verdict within 2s" in result.verdicts[5].detail, result.verdicts[5]
         m = result.metrics["pool_test_echo"]
         assert m.statuses[TIMEOUT] == 1
         assert result.flat_metrics()["rlvr/pool_test_echo/timeouts"] == 1.0
@@ -227,12 +230,12 @@ def test_batch_deadline_is_hard_even_when_every_actor_hangs(local_ray):
     pool = make_pool("t-deadline", items_per_call=1, item_timeout_s=600.0, batch_timeout_s=3.0)
     try:
         values = [("hang", 0), ("hang", 1)] + [(i, i) for i in range(2, 8)]
-        start = time.monotonic()
         result = pool.verify("pool_test_echo", echo_items(values))
-        elapsed = time.monotonic() - start
-        assert elapsed < 3.0 + 3.0  # the deadline, plus slack for a loaded machine
+        # It returned although both actors hang for an hour and no item bound (600 s) can end them before
+        # this test's 180 s timeout: the batch deadline ended it (how close to 3 s: bench/verifiers.py).
         assert len(result.verdicts) == 8
         assert [v.status for v in result.verdicts[:2]] == [TIMEOUT, TIMEOUT]
+        assert all("batch deadline 3s reached" in v.detail for v in result.verdicts[:2]), result.verdicts
         # Items queued behind the hung actors never ran: explicit timeouts, counted, never missing.
         assert all(v.status in (TIMEOUT, OK) for v in result.verdicts)
         assert result.metrics["pool_test_echo"].statuses[TIMEOUT] == sum(
@@ -374,6 +377,20 @@ def test_exact_math_is_decided_in_the_caller_and_only_the_rest_is_shipped(local_
     finally:
         shipping.shutdown()
         quick.shutdown()
+
+
+@pytest.mark.slow
+def test_a_response_over_the_size_limit_is_counted_and_never_read_nor_shipped(local_ray):
+    pool = make_pool("t-too-large", num_actors=1, preload=("math",), imports=())
+    try:
+        huge = "x" * (MAX_RESPONSE_CHARS + 1) + r"\boxed{1}"
+        result = pool.verify("math", [Item(huge, "1"), Item(r"\boxed{1}", "1")])
+        assert [v.status for v in result.verdicts] == [RESPONSE_TOO_LARGE, OK]
+        m = result.metrics["math"]
+        assert m.statuses[RESPONSE_TOO_LARGE] == 1 and m.as_dict()["responses_too_large"] == 1.0
+        assert m.calls == 0 and m.quick == 1  # nothing travelled: the small one was decided quick
+    finally:
+        pool.shutdown()
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_launch import diagnose
+from rlvr_launch.diagnosis import diagnose
 from rlvr_verifiers import registry
 from rlvr_verifiers.base import INVALID_INPUT, Item, Verdict
 from rlvr_verifiers.rubric import (
@@ -114,7 +114,7 @@ def test_rlvr_train_joins_the_figures_to_each_dumped_steps_row(tmp_path: Path) -
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    from rlvr_launch.embedded import TinySpec, build_tokenizer
+    from rlvr_launch.runs.embedded_model import TinySpec, build_tokenizer
 
     out = tmp_path_factory.mktemp("tok")
     build_tokenizer(TinySpec(), out)
@@ -153,7 +153,7 @@ def test_the_reward_manager_adds_the_columns_to_every_sample_of_a_rubric_run_onl
 
 
 def test_the_reward_picture_draws_the_format_rate_of_a_rubric_run(tmp_path: Path) -> None:
-    from rlvr_launch.rundir import FORMAT_KEY, REWARD_KEY, STEP_KEY, RunDir
+    from rlvr_launch.runs.rundir import FORMAT_KEY, REWARD_KEY, STEP_KEY, RunDir
 
     plain = [{STEP_KEY: s, REWARD_KEY: 0.1 * s} for s in (1, 2, 3)]
     rubric = [{**r, FORMAT_KEY: 0.3 * r[STEP_KEY]} for r in plain]

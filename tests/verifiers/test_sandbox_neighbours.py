@@ -9,6 +9,7 @@ sandbox with every layer required, so a weaker host fails at start-up with the s
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import signal
@@ -336,3 +337,172 @@ def test_a_job_with_63_setsid_children_cannot_starve_its_neighbour(sandbox):
     assert neighbour.ok and not neighbour.timed_out, (neighbour, bound, alone.wall_s)
     assert neighbour.stdout == alone.stdout
     assert spin.result().timed_out
+
+
+# ---------------------------------------------------------------------------------------------------
+# a job's leftovers: nothing a job leaves in the kernel reaches the next job on the same worker
+# (one worker, so the honest job of the batch runs right after the hostile one, on the same worker)
+
+PARKED_MB = MEMORY_MB * 9 // 16  # parked by the hostile job; the next job then needs as much again
+
+
+@pytest.fixture(scope="module")
+def one_worker(work_dir):
+    config = SandboxConfig(
+        workers=1, timeout_s=10.0, memory_mb=MEMORY_MB, disk_limit_bytes=DISK_LIMIT, work_dir=work_dir
+    )
+    with Sandbox(config) as box:
+        yield box
+
+
+PARK_FDS_IN_FLIGHT = f"""
+import os, socket
+a, b = socket.socketpair()
+held = []
+for _ in range({PARKED_MB // 16}):
+    fd = os.memfd_create("parked")
+    os.write(fd, b"x" * (16 << 20))
+    held.append(fd)
+try:
+    # the memfds and the receiving socket itself in flight in its own queue: a cycle that outlives the
+    # job's processes until the kernel's unix GC runs (and stays charged to the job cgroup meanwhile)
+    socket.send_fds(a, [b"x"], held + [b.fileno()])
+    print("parked")
+except OSError as e:
+    print("refused", e.errno)
+"""
+
+NEEDS_FULL_BUDGET = f"""
+block = bytearray({PARKED_MB} << 20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+print("allocated")
+"""
+
+
+def test_job_cannot_pass_fds_to_outlive_itself(one_worker):
+    hostile, honest = one_worker.run_batch([Job(PARK_FDS_IN_FLIGHT, timeout_s=30), honest_job()])
+    assert b"parked" not in hostile.stdout and b"refused 1" in hostile.stdout, hostile  # EPERM: seccomp
+    assert_honest(honest)
+
+
+def test_next_job_gets_full_memory_budget(one_worker):
+    """Right after a job that tried to park memory in flight, the next jobs can use their whole budget."""
+    jobs = [Job(PARK_FDS_IN_FLIGHT, timeout_s=30)]
+    jobs += [Job(NEEDS_FULL_BUDGET, timeout_s=30), Job(NEEDS_FULL_BUDGET, timeout_s=30), honest_job()]
+    hostile, *later = one_worker.run_batch(jobs)
+    assert b"parked" not in hostile.stdout, hostile
+    for result in later[:2]:
+        assert result.ok and result.stdout == b"allocated\n" and result.killed_reason is None, result
+    assert_honest(later[2])
+
+
+def test_job_cannot_leave_an_abstract_socket_name_for_the_next_job(one_worker):
+    token = secrets.token_hex(8)
+    squatter = f"""
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind("\\0rlvr-token-{token}")
+    a, b = socket.socketpair()
+    try:
+        socket.send_fds(a, [b"x"], [s.fileno(), b.fileno()])  # park the bound socket in flight
+        print("parked")
+    except OSError as e:
+        print("refused", e.errno)
+    """
+    reader = "print(open('/proc/net/unix').read())"
+    hostile, later, honest = one_worker.run_batch([Job(textwrap.dedent(squatter)), Job(reader), honest_job()])
+    assert b"parked" not in hostile.stdout, hostile
+    assert later.ok and token.encode() not in later.stdout, later
+    assert_honest(honest)
+
+
+def test_job_dir_is_not_executable(one_worker):
+    runner = """
+    import os, shutil, sys
+    shutil.copy(os.path.realpath(sys.executable), "prog")  # any binary the job writes into its dir
+    os.chmod("prog", 0o755)
+    try:
+        os.execv("./prog", ["prog", "-c", "print('ran a job-written binary')"])
+    except OSError as e:
+        print("exec refused", e.errno)
+    """
+    hostile, honest = one_worker.run_batch([Job(textwrap.dedent(runner), timeout_s=30), honest_job()])
+    assert b"ran a job-written binary" not in hostile.stdout, hostile
+    assert b"exec refused 13" in hostile.stdout, hostile  # EACCES: noexec mount and Landlock
+    assert_honest(honest)
+
+
+def test_job_cannot_lower_its_oom_score_adj(one_worker):
+    """The job's oom_score_adj is 1000 (the cgroup's OOM killer takes it, never the zygote); without
+    CAP_SYS_RESOURCE the kernel would let its owner lower it to 0, so two layers refuse the write: the
+    jobs' /proc is read-only (EROFS, checked first) and Landlock allows writes only in the job dir."""
+    lowerer = """
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("0")
+        print("lowered")
+    except OSError as e:
+        print("refused", e.errno)
+    print("adj", open("/proc/self/oom_score_adj").read().strip())
+    """
+    hostile, honest = one_worker.run_batch([Job(textwrap.dedent(lowerer)), honest_job()])
+    assert hostile.stdout == b"refused 30\nadj 1000\n", hostile  # 30: EROFS
+    assert_honest(honest)
+
+
+MOUNT_API = ("fsopen", "fspick", "open_tree", "move_mount", "fsconfig", "fsmount", "mount_setattr")
+
+
+def test_mount_api_syscalls_denied(one_worker):
+    """The new mount API is refused by seccomp inside the job (EPERM), as the old mount() is."""
+    caller = f"""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name, nr in {[(n, sandbox_worker.NR[n]) for n in MOUNT_API]!r}:
+        r = libc.syscall(nr, b"tmpfs", 0, 0, 0, 0)
+        print(name, r, ctypes.get_errno())
+    """
+    hostile, honest = one_worker.run_batch([Job(textwrap.dedent(caller)), honest_job()])
+    lines = hostile.stdout.decode().split("\n")[:-1]
+    assert lines == [f"{name} -1 1" for name in MOUNT_API], hostile
+    assert_honest(honest)
+
+
+def test_the_seccomp_filter_itself_denies_the_mount_api_to_root():
+    """The layer alone: root with CAP_SYS_ADMIN (this test process) can fsopen("tmpfs"); under the job's
+    seccomp filter the same call, and every other mount-API syscall, is EPERM."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def fsopen_errno(apply_filter: bool) -> list[int]:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                if apply_filter:
+                    buf, n = sandbox_worker.build_seccomp_filter(os.getppid())
+                    sandbox_worker._SECCOMP["buf"] = ctypes.create_string_buffer(buf, len(buf))
+                    sandbox_worker._SECCOMP["prog"] = sandbox_worker._SockFprog(
+                        n, ctypes.addressof(sandbox_worker._SECCOMP["buf"])
+                    )
+                    sandbox_worker._prctl(sandbox_worker.PR_SET_NO_NEW_PRIVS, 1)
+                    sandbox_worker._seccomp_apply()
+                out = []
+                for name in MOUNT_API:
+                    r = libc.syscall(sandbox_worker.NR[name], b"tmpfs", 0, 0, 0, 0)
+                    out.append(0 if r >= 0 else ctypes.get_errno())
+                os.write(write_fd, json.dumps(out).encode())
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        data = os.read(read_fd, 4096)
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+        return json.loads(data)
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (CAP_SYS_ADMIN) to show fsopen works without the filter")
+    assert fsopen_errno(False)[0] == 0  # fsopen("tmpfs") as root without the filter: a new fs context
+    assert fsopen_errno(True) == [1] * len(MOUNT_API)  # EPERM for each under the filter

@@ -125,7 +125,7 @@ def local_ray(private_ray):
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    from rlvr_launch.embedded import TinySpec, build_tokenizer
+    from rlvr_launch.runs.embedded_model import TinySpec, build_tokenizer
 
     out = tmp_path_factory.mktemp("tok")
     build_tokenizer(TinySpec(), out)

@@ -31,7 +31,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from rlvr_verifiers import reasoning
+from rlvr_verifiers import reasoning, scan
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 
@@ -39,7 +39,6 @@ MAX_CHARS = 200
 MAX_NODES = 64
 MAX_DEPTH = 32
 
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _EXPR_LINE_RE = re.compile(r"^[\d\s+\-*/()×÷.]+(?:=\s*-?\d+(?:\.\d+)?)?$")
 
 
@@ -68,7 +67,7 @@ def parse_ground_truth(gt: Any) -> tuple[int, list[int], bool]:
 
 
 def extract_expression(response: str) -> str | None:
-    blocks = _ANSWER_RE.findall(response)
+    blocks = scan.tagged_blocks(response, "<answer>", "</answer>", ignore_case=True)  # linear time
     if blocks:
         text = blocks[-1].strip()
     else:

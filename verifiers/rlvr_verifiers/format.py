@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from rlvr_verifiers import reasoning
-from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
+from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict, too_large
 from rlvr_verifiers.registry import Verifier, register
 
 _SCRIPTS = {
@@ -147,6 +147,9 @@ class FormatVerifier(Verifier):
             )
         if not isinstance(item.response, str):
             return Verdict(0.0, INVALID_INPUT, "response must be a string")
+        oversized = too_large(item.response)
+        if oversized is not None:
+            return oversized
         try:
             tags, prefilled = reasoning.item_settings(item)
         except ValueError as exc:

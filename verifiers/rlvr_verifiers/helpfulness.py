@@ -32,6 +32,7 @@ sample belongs on GPU nodes, and the pool's per-batch timeout bounds it like any
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Protocol
 
 from rlvr_verifiers import reasoning
@@ -69,7 +70,8 @@ class LocalHeuristicScorer:
         if _REFUSAL_RE.search(text):
             return 0.25, "refusal"
         tokens = text.split()
-        if len(tokens) >= 8 and max(tokens.count(t) for t in set(tokens)) > len(tokens) / 2:
+        # one counting pass (counting each distinct token separately was quadratic: 25 CPU s on 256 KB)
+        if len(tokens) >= 8 and Counter(tokens).most_common(1)[0][1] > len(tokens) / 2:
             return 0.5, "degenerate"
         return 1.0, "helpful"
 

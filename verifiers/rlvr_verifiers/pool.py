@@ -10,9 +10,14 @@ What it guarantees
   `invalid_input`) that is counted in the metrics. No item is ever missing, and `verify` never hangs:
   items not finished when `batch_timeout_s` runs out get status `timeout`.
 - Order is preserved: `verdicts[i]` belongs to `items[i]`.
-- Cheap items never travel: a built-in verifier that offers `quick(item)` (math: the exact path alone,
-  on short inputs; no code runs, no process starts) decides what it can in the caller's process first,
-  and only the rest is shipped (`quick_in_caller`). Its verdicts are the ones an actor would return.
+- Cheap items never travel to an actor: a built-in verifier that offers `quick(item)` (math: the exact
+  path alone, on short inputs; no model code runs) decides what it can first, and only the rest is
+  shipped (`quick_in_caller`). Its verdicts are the ones an actor would return. The quick checks run in a
+  small child process of the caller (rlvr_verifiers.quick_worker), never in the caller itself: each item
+  gets `quick_cpu_budget_s` CPU seconds there, past which the child is killed and the item shipped, so no
+  response can stall the caller (the trainer's reward worker) whatever a parser does with it.
+- Size limit: a response longer than `base.MAX_RESPONSE_CHARS` is never read nor shipped: status
+  `response_too_large`, score 0, counted (`responses_too_large`) like every status.
 - Calls are batched: a batch is cut into chunks of up to `items_per_call` items of one verifier (a Ray
   call costs about 0.8 ms, so one item per call wastes most of the time in round trips); verifiers take
   turns, and chunks shrink toward the end of a batch so no actor carries a long tail alone.
@@ -69,15 +74,19 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from rlvr_verifiers.base import (
+    AMBIGUOUS_ANSWER,
     INVALID_INPUT,
     OK,
     PARSE_ERROR,
+    RESPONSE_TOO_LARGE,
     SANDBOX_ERROR,
     STATUSES,
     TIMEOUT,
     Item,
     Verdict,
+    too_large,
 )
+from rlvr_verifiers.quick_worker import QUICK_CPU_BUDGET_S, QuickWorker
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +155,16 @@ class PoolConfig:
     quick_in_caller: bool = field(
         default=True,
         metadata={
-            "help": "Let built-in verifiers with a bounded in-process check (math's exact path) decide "
-            "what they can in the calling process, and ship only the rest to actors."
+            "help": "Let built-in verifiers with a quick check (math's exact path) decide what they can "
+            "next to the calling process (in its bounded quick worker, rlvr_verifiers.quick_worker), and "
+            "ship only the rest to actors."
+        },
+    )
+    quick_cpu_budget_s: float = field(
+        default=QUICK_CPU_BUDGET_S,
+        metadata={
+            "help": "CPU seconds a quick check may spend on one item in the quick worker; past it the "
+            "worker is killed and the item shipped to an actor."
         },
     )
     max_retries: int = field(
@@ -203,6 +220,8 @@ class PoolConfig:
             problems.append(f"max_in_flight_per_actor={self.max_in_flight_per_actor} (need >= 1)")
         if self.cpus_per_actor < 0 or self.resource_per_actor < 0:
             problems.append("cpus_per_actor and resource_per_actor must be >= 0")
+        if not self.quick_cpu_budget_s > 0:
+            problems.append(f"quick_cpu_budget_s must be > 0, got {self.quick_cpu_budget_s}")
         if not (self.item_timeout_s > 0 and self.batch_timeout_s > 0):
             problems.append("item_timeout_s and batch_timeout_s must be > 0")
         if self.max_retries < 0:
@@ -338,7 +357,8 @@ class VerifierMetrics:
     latencies_s: list[float] = field(default_factory=list, repr=False)
     retries: int = 0  # resubmissions (each item alone) after an actor died or wedged
     calls: int = 0  # actor calls made (items / calls = the batching actually achieved)
-    quick: int = 0  # items decided in the caller's process (never shipped)
+    quick: int = 0  # items decided by the caller's quick worker (never shipped)
+    quick_gave_up: int = 0  # items whose quick check ran over its CPU budget (then shipped)
 
     @property
     def pass_rate(self) -> float:
@@ -359,9 +379,12 @@ class VerifierMetrics:
             "parse_failures": float(self.statuses[PARSE_ERROR]),
             "sandbox_errors": float(self.statuses[SANDBOX_ERROR]),
             "invalid_inputs": float(self.statuses[INVALID_INPUT]),
+            "ambiguous_answers": float(self.statuses[AMBIGUOUS_ANSWER]),
+            "responses_too_large": float(self.statuses[RESPONSE_TOO_LARGE]),
             "retries": float(self.retries),
             "calls": float(self.calls),
             "quick": float(self.quick),
+            "quick_gave_up": float(self.quick_gave_up),
         }
         for status, n in self.statuses.items():
             out[f"status/{status}"] = float(n)
@@ -473,6 +496,9 @@ class VerifierPool:
         self._isolation_asked: dict[str, tuple[Any, float]] = {}  # verifier -> (ObjectRef, when asked)
         self._actor_cls = None
         self._started = False  # start() called: actors exist or are (re)created
+        self._quick = (
+            QuickWorker(cpu_budget_s=self.config.quick_cpu_budget_s) if self.config.quick_in_caller else None
+        )
         if start and not self.config.lazy_start:
             self.start()
 
@@ -528,6 +554,8 @@ class VerifierPool:
             raise PoolError("Ray is not initialised: call ray.init() (or use `rlvr score`) before the pool")
         self._check_resources()
         self._started = True
+        if self._quick is not None:
+            self._quick.start()  # its imports overlap the actors' start
         deadline = time.monotonic() + self.config.start_timeout_s
         failures, last_error = 0, ""
         while True:
@@ -650,11 +678,17 @@ class VerifierPool:
         pending: deque[_Work] = deque()  # work to resend unpunished (other calls of a wedged actor)
         # Items whose verifier has a quick check are screened in this process while the actors work
         # (a slice at a time, between dispatches); the rest go to the feed at once.
-        checks = {name: _quick_check(name) for name in metrics} if cfg.quick_in_caller else {}
+        checks = {name: _quick_check(name) for name in metrics} if self._quick is not None else {}
         unscreened: deque[int] = deque()
         shipped_now: list[int] = []
         for i, name in enumerate(names):
-            (unscreened if checks.get(name) is not None else shipped_now).append(i)
+            oversized = too_large(items[i].response)
+            if oversized is not None:  # never read nor shipped (base.MAX_RESPONSE_CHARS)
+                verdicts[i], latencies[i] = oversized, 0.0
+            elif checks.get(name) is not None:
+                unscreened.append(i)
+            else:
+                shipped_now.append(i)
         fresh = _Feed(names, shipped_now, cfg.items_per_call, cfg.num_actors * cfg.max_in_flight_per_actor)
         in_flight: dict[Any, _Call] = {}
 
@@ -663,10 +697,10 @@ class VerifierPool:
             while unscreened:
                 i = unscreened.popleft()
                 began = time.monotonic()
-                try:
-                    verdict = checks[names[i]](items[i])
-                except Exception:  # noqa: BLE001 - a quick check that fails leaves the item to an actor
-                    verdict = None
+                assert self._quick is not None
+                gave_up = self._quick.gave_up
+                verdict = self._quick.check(names[i], items[i])  # bounded: see rlvr_verifiers.quick_worker
+                metrics[names[i]].quick_gave_up += self._quick.gave_up - gave_up
                 if isinstance(verdict, Verdict):
                     verdicts[i], latencies[i] = verdict, time.monotonic() - began
                     metrics[names[i]].quick += 1
@@ -874,6 +908,8 @@ class VerifierPool:
 
     def shutdown(self) -> None:
         """Kill this pool's actors (only call from the process that owns the pool's lifetime)."""
+        if self._quick is not None:
+            self._quick.close()
         with self._lock:
             for slot in self._slots:
                 if slot.handle is not None:

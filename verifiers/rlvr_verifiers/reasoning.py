@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from rlvr_verifiers.base import INVALID_INPUT, PARSE_ERROR, Item, Verdict
+from rlvr_verifiers.base import INVALID_INPUT, PARSE_ERROR, Item, Verdict, too_large
 
 DEFAULT_TAGS: tuple[str, str] = ("<think>", "</think>")  # DeepSeek-R1, its distilled models, Qwen3
 OFF = "off"
@@ -196,10 +196,14 @@ def unclosed_detail(tags: Tags, prefilled: bool, response: str) -> str:
 
 def answer_region(item: Item) -> str | Verdict:
     """What an accuracy verifier may read of `item.response`, or the verdict when there is nothing:
-    `parse_error` ("unclosed reasoning block ...") or `invalid_input` (bad settings, non-string response).
-    Every accuracy verifier calls this at its entry."""
+    `parse_error` ("unclosed reasoning block ..."), `invalid_input` (bad settings, non-string response) or
+    `response_too_large` (longer than base.MAX_RESPONSE_CHARS: never read). Every accuracy verifier calls
+    this at its entry."""
     if not isinstance(item.response, str):
         return Verdict(0.0, INVALID_INPUT, f"response must be a string, got {type(item.response).__name__}")
+    oversized = too_large(item.response)
+    if oversized is not None:
+        return oversized
     try:
         tags, prefilled = item_settings(item)
     except ValueError as exc:

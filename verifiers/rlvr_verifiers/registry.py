@@ -9,7 +9,8 @@ A verifier is an object with a `name`, `verify(item) -> Verdict` and `verify_bat
 `register(name)` decorates a class (instantiated once, without arguments) or an instance; registering a
 name twice raises ValueError. Built-in verifiers live in `rlvr_verifiers/<name>.py` and are imported
 lazily, the first time `get(name)` or `names()` needs them, so importing the registry imports no verifier
-(and never torch or verl). Built-in rubrics (`rlvr_verifiers.rubrics`: `r1`, `r1_zero`) load the same way.
+(and never torch or verl). Built-in rubrics (`rlvr_verifiers.rubrics`: `r1`, `r1_zero`) are built the same way
+(added by `build_on_first_use` when the package is imported).
 """
 
 from __future__ import annotations
@@ -71,15 +72,25 @@ def register(name: str) -> Callable[[Any], Any]:
     return decorate
 
 
+# Verifiers built on first use, by name (the built-in rubrics: rlvr_verifiers.rubrics adds them when the
+# package is imported, so the registry imports no rubric and no rubric imports it back).
+_BUILT_ON_FIRST_USE: dict[str, Callable[[], Any]] = {}
+
+
+def build_on_first_use(name: str, build: Callable[[], Any]) -> None:
+    """`get(name)` / `names()` register `build()` under `name` the first time they need it; one name once."""
+    if name in _BUILT_ON_FIRST_USE or name in BUILTIN:
+        raise ValueError(f"verifier {name!r} is already a built-in")
+    _BUILT_ON_FIRST_USE[name] = build
+
+
 def _load_builtin(name: str) -> None:
     if name in _REGISTRY:
         return
     if name not in BUILTIN:
         # Built-in rubrics (rlvr_verifiers.rubrics: weighted sums of verifiers, defined as data).
-        from rlvr_verifiers import rubrics
-
-        if name in rubrics.BUILTIN_RUBRICS:
-            _REGISTRY[name] = rubrics.build(name)
+        if name in _BUILT_ON_FIRST_USE:
+            _REGISTRY[name] = _BUILT_ON_FIRST_USE[name]()
         return
     try:
         importlib.import_module(f"rlvr_verifiers.{name}")
@@ -92,9 +103,7 @@ def _load_builtin(name: str) -> None:
 def names() -> list[str]:
     """Sorted names of every available verifier (built-ins imported on first call)."""
     with _LOCK:
-        from rlvr_verifiers import rubrics
-
-        for builtin in (*BUILTIN, *rubrics.BUILTIN_RUBRICS):
+        for builtin in (*BUILTIN, *_BUILT_ON_FIRST_USE):
             _load_builtin(builtin)
         return sorted(_REGISTRY)
 

@@ -14,7 +14,10 @@ Status is always correctness's (the `routed` component is the primary one): `ok`
 
 from __future__ import annotations
 
+import functools
 from typing import Any
+
+from rlvr_verifiers import registry
 
 BUILTIN_RUBRICS: dict[str, dict[str, Any]] = {
     "r1_zero": {
@@ -39,3 +42,7 @@ def build(name: str):
     from rlvr_verifiers.rubric import Rubric
 
     return Rubric.from_dict({"name": name, **BUILTIN_RUBRICS[name]})
+
+
+for _name in BUILTIN_RUBRICS:  # rlvr_verifiers/__init__.py imports this module, so every process has them
+    registry.build_on_first_use(_name, functools.partial(build, _name))

@@ -30,17 +30,21 @@ How it works
 - Where the kernel allows (root, as in the trainer image): the zygote is init of its own PID namespace and
   lives in its own mount, network, IPC and UTS namespaces.  Its root is a minimal read-only tmpfs holding
   only the read paths (the interpreter, its stdlib, the system libraries, a few /dev nodes) bind-mounted
-  read-only at their own paths, a fresh /proc of the PID namespace (hidepid), and /job: every job gets a
-  fresh tmpfs there, of `disk_limit_bytes` / `max_files` inodes.  No host file outside the read paths
+  read-only at their own paths, a fresh read-only /proc of the PID namespace (hidepid), and /job: every
+  job gets a fresh `noexec` tmpfs there, of `disk_limit_bytes` / `max_files` inodes.  No host file outside the read paths
   exists for a job (not even for stat() or inotify), its network namespace has no host socket and its own
   abstract unix names, and it sees no host pid.  Each worker also has a job cgroup (v1 or v2, where
   writable): memory for the job's whole process tree (memfd and tmpfs pages included), pids, and CPU
-  (1 CPU, equal shares between jobs), so no job can starve a neighbour or push the host into OOM.
+  (1 CPU, equal shares between jobs), so no job can starve a neighbour or push the host into OOM.  Each job's oom_score_adj is 1000 (set by the zygote around the fork: the cgroup's OOM killer takes a
+  job, never the zygote) and cannot be lowered: the kernel would let its owner lower it to 0 where root
+  lacks CAP_SYS_RESOURCE, but the jobs' /proc is read-only and Landlock allows no write outside the job dir.
 - The child: its own session; the job cgroup; rlimits (AS, CPU, FSIZE, NOFILE, NPROC, CORE=0); a dedicated
   non-root uid per worker (claimed host-wide from `job_uid_base`.., when running as root) with no
   capability left; no_new_privs; Landlock (writes only in its job dir, reads only in the read paths, TCP
-  bind/connect denied with ABI >= 4, signals and abstract unix sockets scoped with ABI >= 6); seccomp
-  (socket()/socketpair() only AF_UNIX stream/seqpacket, no connect(), no namespaces, mounts, ptrace,
+  bind/connect denied with ABI >= 4, signals and abstract unix sockets scoped with ABI >= 6; no EXECUTE
+  right in the job dir); seccomp (socket()/socketpair() only AF_UNIX stream/seqpacket, no connect(), no
+  sendmsg()/sendmmsg() so no descriptor ever travels over a socket (SCM_RIGHTS), no namespaces, mounts
+  old or new (mount, fsopen, fsconfig, fsmount, fspick, open_tree, move_mount, mount_setattr), ptrace,
   process_vm_*, io_uring, bpf, keyrings, kill() of negative pids, 0 or the zygote, ...).  In call mode the
   harness serialises results with an encoder bound before the job's code runs (C-level methods of the
   builtin types, never json.JSONEncoder or a builtins name looked up at call time).
@@ -71,12 +75,18 @@ dirs, secrets in the environment and /proc/*/environ, TCP/UDP and abstract unix 
 squatting the host's abstract socket names, the host's sockets in /proc/net, probing host pids, external
 network, gigabyte stdout floods, killing the parent or kill(-1), daemonized double-fork children
 outliving the job, user namespaces, raw disk reads, /proc/<ppid>/mem, an earlier job's source, output or
-results read from memory, 63 spinning children starving a neighbour, and 1,500 nested dirs in the job dir.
+results read from memory, 63 spinning children starving a neighbour, 1,500 nested dirs in the job dir, and
+a job's leftovers reaching the next job on its worker: descriptors (memfds, sockets) parked in flight in its
+own socket's queue, where they would outlive its processes, stay charged to the job cgroup and keep
+abstract socket names bound (sendmsg is denied, so nothing is ever in flight, and every process of the job
+is swept before the next starts), a job-written binary executed from the job dir (noexec, no Landlock
+EXECUTE), a lowered oom_score_adj, and the mount-API syscalls.
 
-What a job cannot do, by design: open sockets other than AF_UNIX stream pairs, write outside its job dir
-(so `multiprocessing`, whose semaphores live in /dev/shm, fails), execute programs (nothing but the read
-paths exists, and `subprocess` of /bin tools fails), use SysV IPC or message queues, use more than one
-CPU.  Threads, `os.fork`, files in the cwd/TMPDIR, and every stdlib module work; competitive-programming
+What a job cannot do, by design: open sockets other than AF_UNIX stream pairs, pass descriptors over them
+(`socket.send_fds`, `sendmsg`: EPERM; send/recv of data work, so asyncio's self-pipe does), write outside
+its job dir (so `multiprocessing`, whose semaphores live in /dev/shm, fails), execute programs (nothing but
+the read paths exists, `subprocess` of /bin tools fails, and a binary written into the job dir cannot be
+executed: EACCES), write any /proc file, use SysV IPC or message queues, use more than one CPU.  Threads, `os.fork`, files in the cwd/TMPDIR, and every stdlib module work; competitive-programming
 idioms (`sys.stdin.buffer`, `open(0)`, `threading.stack_size` + a main thread, deep recursion) behave as
 under `python -c`.
 
@@ -94,6 +104,11 @@ What it does NOT cover:
   is no cgroup;
 - RLIMIT_NPROC when not running as root (the kernel ignores it for root, and a shared uid counts other
   processes): the `uid` layer is then reported missing;
+- memory a job's processes leave to be freed asynchronously by other kernel paths than in-flight
+  descriptors: none is known here (tmpfs job dir unmounted, SysV IPC and io_uring denied, every process
+  swept), but the next job's budget is not re-measured before it starts;
+- the job dir is `noexec` only with the mount namespace; without it (host job dirs) Landlock alone (no
+  EXECUTE right) refuses execve there, and the /proc writes are refused by Landlock alone;
 - a worker killed by SIGKILL: its zygote and jobs die with it (parent-death signal; the PID namespace
   dies with its init), and its job cgroup is removed by the next worker that starts on the host.
 """

@@ -13,7 +13,8 @@ that held are enforced on every job (a job whose child cannot apply one of them 
 fail closed).
 
 Per job (see `_run_job` and `_zygote_run`): the manager makes the job's pipes and hands their fds to the
-zygote (SCM_RIGHTS); the zygote mounts a fresh tmpfs job dir (or makes a host job dir), forks, and gives
+zygote (SCM_RIGHTS); the zygote mounts a fresh noexec tmpfs job dir (or makes a host job dir), raises its
+own oom_score_adj to 1000 for the fork (the job inherits it; its /proc is read-only), forks, and gives
 the manager a pidfd of the child; the child (see `_jail`) joins the job cgroup, setsid, stdio on the
 pipes plus the harness result pipe on fd 3, every other fd closed, rlimits, chdir, a dedicated non-root
 uid, no_new_privs, Landlock, seccomp; THEN it reads its job (header, source, call args) from the head of
@@ -147,6 +148,8 @@ _NR_X86_64 = {
     "socket": 41,
     "socketpair": 53,
     "connect": 42,
+    "sendmsg": 46,
+    "sendmmsg": 307,
     "clone": 56,
     "clone3": 435,
     "modify_ldt": 154,
@@ -233,6 +236,8 @@ _NR_AARCH64 = {
     "socket": 198,
     "socketpair": 199,
     "connect": 203,
+    "sendmsg": 211,
+    "sendmmsg": 269,
     "clone": 220,
     "clone3": 435,
     "vhangup": 58,
@@ -350,7 +355,8 @@ def _landlock_open_rules(read_paths, rw_paths, job_dir):
             rules.append((os.open(path, os.O_PATH | os.O_CLOEXEC), rights))
         except OSError:
             continue  # a listed path that does not exist grants nothing
-    rules.append((os.open(job_dir, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY), -1))  # -1: every right
+    # -1: every right but EXECUTE (a job-written binary never runs; the tmpfs is noexec too)
+    rules.append((os.open(job_dir, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY), -1))
     return rules
 
 
@@ -372,7 +378,7 @@ def _landlock_restrict(abi, rules, net, scope):
         )
         try:
             for fd, rights in rules:
-                rights = fs if rights == -1 else rights
+                rights = fs & ~LL_EXECUTE if rights == -1 else rights
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= LL_FILE_RIGHTS
                 rule = _PathBeneathAttr(rights & fs, fd)
@@ -453,6 +459,12 @@ DENIED_SYSCALLS = (
     "rt_sigqueueinfo",
     "rt_tgsigqueueinfo",
     "connect",
+    # sendmsg/sendmmsg are the only way to attach SCM_RIGHTS (descriptors in flight): a job could park
+    # memfds and sockets in its own socket's queue, where they outlive every process of the job (until the
+    # kernel's unix GC runs), stay charged to the job cgroup and keep abstract socket names bound, and so
+    # harm the next job on this worker. send()/sendto()/write() still carry data on a socketpair.
+    "sendmsg",
+    "sendmmsg",
     "modify_ldt",
     "iopl",
     "ioperm",
@@ -1097,6 +1109,7 @@ def _zygote_main(sock):
         cg["oom_fd"] = os.open(cg["oom"][0], os.O_RDONLY)
         cg["hits_fd"] = os.open(cg["hits"][0], os.O_RDONLY)
         cg["procs_read_fds"] = [os.open(p, os.O_RDONLY) for p in cg["procs"]]
+        _zygote_oom_fd()
     namespaces = _enter_namespaces()
     LAYERS_FROM_ZYGOTE.update({name: detail for name, (ok, detail) in namespaces.items() if ok})
     stdlib = os.path.dirname(os.__file__)
@@ -1200,6 +1213,10 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
     16384,
     1 << 18,
 )
+# The jobs' /proc is read-only: no job writes a /proc file (its oom_score_adj above all: without
+# CAP_SYS_RESOURCE the kernel lets a process lower it back to 0, making the zygote a likelier OOM victim).
+# The zygote raises each job's oom_score_adj through an fd it opened before (see _zygote_oom_fd).
+PROC_FLAGS = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
 MNT_DETACH = 2
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (
     0x00020000,
@@ -1260,9 +1277,9 @@ def _minimal_root(fresh_proc):
         os.makedirs(root + "/proc", mode=0o755, exist_ok=True)
         if fresh_proc:
             try:
-                _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+                _mount("proc", root + "/proc", "proc", PROC_FLAGS, "hidepid=invisible")
             except OSError:
-                _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                _mount("proc", root + "/proc", "proc", PROC_FLAGS)
         else:
             raise OSError(errno.EPERM, "no fresh /proc without a PID namespace")
         os.makedirs(root + JOB_DIR, mode=0o755, exist_ok=True)
@@ -1287,6 +1304,23 @@ def _minimal_root(fresh_proc):
             os.close(fd)
 
 
+def _zygote_oom_fd():
+    """Open the zygote's own oom_score_adj for writing while /proc is still writable (the jobs' /proc is
+    mounted read-only). Per job the zygote sets it to 1000 just before the fork (the child inherits it, so
+    the cgroup's OOM killer takes a job before the zygote) and back to its own value just after."""
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+        STATE["oom_adj_fd"], STATE["oom_adj_own"] = fd, os.pread(fd, 16, 0).strip() or b"0"
+    except OSError:
+        STATE["oom_adj_fd"] = None
+
+
+def _set_oom_adj(value):
+    fd = STATE.get("oom_adj_fd")
+    if fd is not None:
+        os.pwrite(fd, value, 0)
+
+
 def _zygote_run(sock, message, fds):
     """Fork one job, report its pidfd, supervise it (disk), reap it, sweep its leftovers."""
     ENFORCE.clear()
@@ -1294,10 +1328,16 @@ def _zygote_run(sock, message, fds):
     timeout_s = float(message["timeout_s"])
     job_dir, dir_fd = _make_job_dir()
     oom_before, hits_before = _cgroup_counter("oom"), _cgroup_counter("hits")
-    pid = os.fork()
-    if pid == 0:
-        sock.close()
-        _child(fds, job_dir, timeout_s)
+    if "cgroup" in ENFORCE:
+        _set_oom_adj(b"1000")  # inherited by the job (it cannot lower it: its /proc is read-only)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _child(fds, job_dir, timeout_s)
+    finally:
+        if "cgroup" in ENFORCE:
+            _set_oom_adj(STATE.get("oom_adj_own", b"0"))
     for fd in fds:
         os.close(fd)
     pidfd = os.pidfd_open(pid)
@@ -1339,7 +1379,9 @@ def _make_job_dir():
         options = (
             f"size={CONFIG['disk_limit']},nr_inodes={CONFIG['max_files'] + 1},mode=0700,uid={uid},gid={uid}"
         )
-        _mount("tmpfs", JOB_DIR, "tmpfs", MS_NOSUID | MS_NODEV, options)
+        _mount(
+            "tmpfs", JOB_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options
+        )  # no job-written binary runs
         return JOB_DIR, os.open(JOB_DIR, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     if not STATE["base_dir"]:
         base = tempfile.mkdtemp(prefix=STATE["base_dir_prefix"], dir=CONFIG["work_dir"])
@@ -1456,11 +1498,14 @@ def _jail(job_dir, fds, timeout_s):
     cg = STATE["cgroup"]
     if "cgroup" in ENFORCE and cg:  # born in it (the zygote's); the probe checks /proc/self/cgroup
         try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")  # this job's processes go first when its cgroup runs out of memory
-            report["cgroup"] = (True, cg["detail"])
+            with open("/proc/self/oom_score_adj") as f:  # raised by the zygote for the fork
+                adj = f.read().strip()
+            if adj == "1000":  # this job's processes go first when its cgroup runs out of memory
+                report["cgroup"] = (True, cg["detail"])
+            else:
+                report["cgroup"] = (False, f"the job's oom_score_adj is {adj}, not 1000")
         except OSError as e:
-            report["cgroup"] = (False, f"cannot raise the job's oom_score_adj: {e}")
+            report["cgroup"] = (False, f"cannot read the job's oom_score_adj: {e}")
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     os.closerange(len(fds), max(1 << 16, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -1559,7 +1604,7 @@ def _jail(job_dir, fds, timeout_s):
             report["seccomp"] = (
                 True,
                 (
-                    f"BPF filter on {_MACHINE}: AF_UNIX stream sockets only, no connect, "
+                    f"BPF filter on {_MACHINE}: AF_UNIX stream sockets only, no connect, sendmsg, "
                     "namespaces, mounts, ptrace, process_vm_*, io_uring, bpf, kill(<0 or worker)"
                 ),
             )

@@ -36,14 +36,13 @@ from typing import Any
 
 import jsonschema
 
-from rlvr_verifiers import reasoning
+from rlvr_verifiers import reasoning, scan
 from rlvr_verifiers.base import INVALID_INPUT, OK, PARSE_ERROR, WRONG, Item, Verdict
 from rlvr_verifiers.registry import Verifier, register
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _MISTRAL_ARGS_RE = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.\-]*)\s*\[ARGS\]")
-_DECODER = json.JSONDecoder()
+_SPACES = re.compile(r"\s*")
+MAX_CALLS = 64  # more tool calls than this in one response is parse_error (bounds the schema checks)
 
 
 class _ParseError(Exception):
@@ -78,7 +77,7 @@ def _normalize_call(obj: Any) -> dict[str, Any]:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = scan.loads(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
             raise _ParseError(f"arguments of {name!r} are not JSON: {exc.msg}") from None
     if not isinstance(args, dict):
@@ -93,7 +92,7 @@ def _calls_from_json(value: Any) -> list[dict[str, Any]]:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return scan.loads(text)
     except json.JSONDecodeError as exc:
         raise _ParseError(f"invalid JSON: {exc.msg} at {exc.pos}") from None
 
@@ -107,50 +106,79 @@ def _json_sequence(text: str) -> Iterable[Any]:
         if pos >= len(text):
             return
         try:
-            value, pos = _DECODER.raw_decode(text, pos)
+            value, pos = scan.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise _ParseError(f"invalid JSON: {exc.msg}") from None
         yield value
 
 
+def _fenced_blocks(text: str) -> list[str]:
+    """Bodies of ```json (or bare ```) fenced blocks: what `re.findall(r"```(?:json|JSON)?\\s*\\n?(.*?)```",
+    text, re.DOTALL)` returns, in one linear pass (that pattern rescans the rest of the text from every
+    run of backticks, and backtracks over every split of a run of spaces after the fence)."""
+    out = []
+    pos = 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return out
+        body = start + 3
+        if text.startswith(("json", "JSON"), body):
+            body += 4
+        body = _SPACES.match(text, body).end()  # one pass, never a backtrack
+        end = text.find("```", body)
+        if end < 0:
+            return out  # no closing fence after this one, so none after any later one
+        out.append(text[body:end])
+        pos = end + 3
+
+
+def _many(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(calls) > MAX_CALLS:
+        raise _ParseError(f"more than {MAX_CALLS} tool calls in one response")
+    return calls
+
+
 def parse_calls(response: str) -> list[dict[str, Any]]:
-    """Tool calls in a response (see the module doc); [] if it has none; _ParseError if malformed."""
-    blocks = _TOOL_CALL_RE.findall(response)
+    """Tool calls in a response (see the module doc); [] if it has none; _ParseError if malformed.
+    Linear in the response's length (rlvr_verifiers.scan); at most MAX_CALLS calls."""
+    blocks = scan.tagged_blocks(response, "<tool_call>", "</tool_call>")
     if blocks:
-        return [call for block in blocks for call in _calls_from_json(_loads(block.strip()))]
+        _many(blocks)
+        return _many([call for block in blocks for call in _calls_from_json(_loads(block.strip()))])
     if "[TOOL_CALLS]" in response:
-        named = list(_MISTRAL_ARGS_RE.finditer(response))
-        if named:
-            calls = []
-            for m in named:
-                try:
-                    args, _ = _DECODER.raw_decode(response, m.end())
-                except json.JSONDecodeError as exc:
-                    raise _ParseError(f"invalid JSON after [ARGS]: {exc.msg}") from None
-                calls.append(_normalize_call({"name": m.group(1), "arguments": args}))
-            return calls
+        calls = []
+        for m in _MISTRAL_ARGS_RE.finditer(response):
+            _many(calls)
+            try:
+                args, _ = scan.raw_decode(response, m.end())
+            except json.JSONDecodeError as exc:
+                raise _ParseError(f"invalid JSON after [ARGS]: {exc.msg}") from None
+            calls.append(_normalize_call({"name": m.group(1), "arguments": args}))
+        if calls:
+            return _many(calls)
         tail = response.split("[TOOL_CALLS]", 1)[1]
-        return [c for v in _json_sequence(tail.strip()) for c in _calls_from_json(v)]
+        return _many(_sequence_calls(tail.strip()))
     if "<|python_tag|>" in response:
         tail = response.split("<|python_tag|>", 1)[1].split("<|eom_id|>")[0].split("<|eot_id|>")[0]
-        return [c for v in _json_sequence(tail.strip()) for c in _calls_from_json(v)]
-    fences = _FENCE_RE.findall(response)
+        return _many(_sequence_calls(tail.strip()))
+    fences = _fenced_blocks(response)
     if fences:
-        return [c for f in fences if f.strip() for c in _calls_from_json(_loads(f.strip()))]
+        _many(fences)
+        return _many([c for f in fences if f.strip() for c in _calls_from_json(_loads(f.strip()))])
     stripped = response.strip()
     if stripped[:1] in ("{", "["):
-        return _calls_from_json(_loads(stripped))
-    m = re.search(r"[{\[]", response)
-    while m:
-        try:
-            value, _ = _DECODER.raw_decode(response, m.start())
-        except json.JSONDecodeError:
-            m = re.compile(r"[{\[]").search(response, m.start() + 1)
-            continue
-        if isinstance(value, (dict, list)) and value:
-            return _calls_from_json(value)
-        m = re.compile(r"[{\[]").search(response, m.start() + 1)
-    return []
+        return _many(_calls_from_json(_loads(stripped)))
+    value = scan.first_json(response)
+    return _many(_calls_from_json(value)) if value is not None else []
+
+
+def _sequence_calls(text: str) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+    for value in _json_sequence(text):
+        calls.extend(_calls_from_json(value))
+        _many(calls)
+    return calls
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -217,6 +245,14 @@ class ToolCallVerifier(Verifier):
             calls = parse_calls(region)
         except _ParseError as exc:
             return Verdict(0.0, PARSE_ERROR, str(exc))
+        try:
+            return self._check(calls, tools, expected)
+        except RecursionError:  # arguments nested deeper than the checks recurse
+            return Verdict(0.0, PARSE_ERROR, "tool call arguments nested too deeply")
+
+    def _check(
+        self, calls: list[dict[str, Any]], tools: dict[str, dict[str, Any]], expected: list[dict[str, Any]]
+    ) -> Verdict:
         metrics = {"calls": float(len(calls))}
         if not calls:
             if not expected:

@@ -331,7 +331,8 @@ def step_metrics(reward_extra_infos: dict[str, Sequence[Any]], prefix: str = "rl
     """Per-verifier figures for one training step from the per-sample `reward_extra_info` columns.
 
     `{prefix}/{verifier}/{count, pass_rate, mean_score, latency_p50_ms, latency_p99_ms, timeouts,
-    parse_failures, sandbox_errors, invalid_inputs, no_answer_region}` and `{prefix}/no_answer_region`
+    parse_failures, sandbox_errors, invalid_inputs, ambiguous_answers, responses_too_large, no_answer_region}`
+    and `{prefix}/no_answer_region`
     (responses of the step whose reasoning block never closes); samples without rlvr columns are ignored.
     """
     verifiers = list(reward_extra_infos.get("rlvr_verifier", []))
@@ -359,6 +360,8 @@ def step_metrics(reward_extra_infos: dict[str, Sequence[Any]], prefix: str = "rl
                 f"{base}/parse_failures": float(count["parse_error"]),
                 f"{base}/sandbox_errors": float(count["sandbox_error"]),
                 f"{base}/invalid_inputs": float(count["invalid_input"]),
+                f"{base}/ambiguous_answers": float(count["ambiguous_answer"]),
+                f"{base}/responses_too_large": float(count["response_too_large"]),
                 f"{base}/no_answer_region": sum(no_region[i] for i in idx),
             }
         )
