@@ -53,6 +53,28 @@ def test_an_unknown_packaged_model_is_refused():
         real_models.packaged_model("smollm3")
 
 
+def test_digit_sums_holds_out_pairs_never_trained_on_in_every_phrasing():
+    import re
+
+    from rlvr_launch.runs.embedded_model import DIGIT_SUMS_PHRASINGS, digit_sums_rows
+
+    rows = digit_sums_rows()
+    assert (len(rows["train"]), len(rows["test"])) == (280, 120)
+    pairs = {}
+    for split, split_rows in rows.items():
+        pairs[split] = set()
+        for row in split_rows:
+            a, b = map(int, re.findall(r"\d+", row["prompt"][0]["content"]))
+            assert (
+                row["reward_model"]["ground_truth"] == str(a + b) and row["extra_info"]["verifier"] == "math"
+            )
+            pairs[split].add((a, b))
+    assert not pairs["train"] & pairs["test"] and len(pairs["test"]) == 30
+    assert {r["prompt"][0]["content"] for r in rows["test"]} == {
+        p.format(a=a, b=b) for a, b in pairs["test"] for p in DIGIT_SUMS_PHRASINGS
+    }
+
+
 @pytest.mark.slow
 def test_the_converted_folder_is_the_gguf_model(smollm2_model_dir):
     """Logits of the saved folder equal those of the model transformers loads from the package's GGUF file,
