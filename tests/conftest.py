@@ -78,6 +78,14 @@ def tiny_model_dir(rlvr_cache) -> Path:
     return ensure_tiny_model(rlvr_cache, log=lambda _m: None)
 
 
+@pytest.fixture(scope="session")
+def smollm2_model_dir(rlvr_cache) -> Path:
+    """SmolLM2-135M-Instruct converted from its package once per session (model=smollm2_135m_instruct)."""
+    from rlvr_launch.runs.real_models import SMOLLM2_135M_INSTRUCT, ensure_model
+
+    return ensure_model(rlvr_cache, SMOLLM2_135M_INSTRUCT.name, log=lambda _m: None)
+
+
 @pytest.fixture(scope="module")
 def private_ray(request):
     """A Ray for this test module's process only: a new local head (never one already running on the

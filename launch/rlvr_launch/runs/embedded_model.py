@@ -614,3 +614,61 @@ def ensure_student_model(cache_dir: Path, log=print) -> Path:
             log(f"[rlvr] building the embedded student model in {out} (once)")
             build_model(STUDENT_SPEC, out, log=log)
     return out
+
+
+# --- task `digit_sums` (issue 32): a task a real instruct model gets partly right -----------------------
+# SmolLM2-135M-Instruct answers a single-digit sum asked in words about half the time greedily and a
+# quarter of the time sampled at T=0.7, in prose ("To add 3 and 4, ... 3 + 4 = 7."): GRPO groups then
+# carry signal, where two-digit sums (under 0.1 sampled) do not. 100 pairs x 4 phrasings; the held-out
+# split is 30 pairs never trained on, in all 4 phrasings (120 prompts).
+
+DIGIT_SUMS = "digit_sums"
+DIGIT_SUMS_PHRASINGS = (
+    "What is {a} + {b}?",
+    "Compute {a} + {b}.",
+    "What do you get when you add {a} and {b}?",
+    "Add {a} and {b}. What is the sum?",
+)
+DIGIT_SUMS_HELD_OUT_PAIRS = 30
+DIGIT_SUMS_SEED = 0
+
+
+def digit_sums_rows() -> dict[str, list[dict]]:
+    """verl's parquet rows of the task, by split (train, test); deterministic."""
+    pairs = [(a, b) for a in range(10) for b in range(10)]
+    random.Random(DIGIT_SUMS_SEED).shuffle(pairs)
+    splits = {"test": pairs[:DIGIT_SUMS_HELD_OUT_PAIRS], "train": pairs[DIGIT_SUMS_HELD_OUT_PAIRS:]}
+    rows = {}
+    for split, chosen in splits.items():
+        items = [(a, b, phrasing) for a, b in chosen for phrasing in DIGIT_SUMS_PHRASINGS]
+        random.Random(f"{DIGIT_SUMS_SEED}-{split}").shuffle(items)
+        rows[split] = [
+            {
+                "data_source": DIGIT_SUMS,
+                "prompt": [{"role": "user", "content": phrasing.format(a=a, b=b)}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": str(a + b)},
+                "extra_info": {"split": split, "index": i, "verifier": "math"},
+            }
+            for i, (a, b, phrasing) in enumerate(items)
+        ]
+    return rows
+
+
+def ensure_digit_sums_data(data_dir: Path) -> Path:
+    import pandas as pd
+
+    out = Path(data_dir) / DIGIT_SUMS
+    payload = json.dumps([DIGIT_SUMS_PHRASINGS, DIGIT_SUMS_HELD_OUT_PAIRS, DIGIT_SUMS_SEED])
+    marker = out / f".built-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+    with _locked(Path(data_dir) / f".{DIGIT_SUMS}.lock"):
+        if not marker.exists():
+            tmp = out.with_name(out.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for split, rows in digit_sums_rows().items():
+                pd.DataFrame(rows).to_parquet(tmp / f"{split}.parquet", index=False)
+            (tmp / marker.name).touch()
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)
+    return out

@@ -246,11 +246,16 @@ def prepare(cfg) -> None:
     from rlvr_launch.runs import embedded_model as embedded
 
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
-    unknown = wanted - {"tiny_model", "student_model", embedded.ADDITION}
+    from rlvr_launch.runs import real_models
+
+    known = {"tiny_model", "student_model", embedded.ADDITION, embedded.DIGIT_SUMS, *real_models.MODELS}
+    unknown = wanted - known
     if unknown:
         raise UserError(
-            f"rlvr.prepare names unknown assets {sorted(unknown)}; known: tiny_model, student_model, addition"
+            f"rlvr.prepare names unknown assets {sorted(unknown)}; known: {', '.join(sorted(known))}"
         )
+    for name in sorted(wanted & set(real_models.MODELS)):  # a real model converted from a package's file
+        real_models.ensure_model(cfg.rlvr.cache_dir, name, log=lambda m: print(m, flush=True))
     if "student_model" in wanted:  # the distillation student (experiment=cpu_on_policy_distill)
         embedded.ensure_student_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))
     if "tiny_model" in wanted:
@@ -259,6 +264,8 @@ def prepare(cfg) -> None:
             log(
                 f"note: the recipe's model path is {cfg.actor_rollout_ref.model.path}, not the embedded build"
             )
+    if embedded.DIGIT_SUMS in wanted:
+        embedded.ensure_digit_sums_data(Path(cfg.rlvr.data_dir))
     if embedded.ADDITION in wanted:
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
         embedded.ensure_addition_trained_data(Path(cfg.rlvr.data_dir))
