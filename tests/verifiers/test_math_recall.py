@@ -175,6 +175,63 @@ def test_ambiguous_final_answers_are_a_parse_error(response) -> None:
     assert verdict(response, "5").status == "parse_error"
 
 
+# SmolLM2-135M-Instruct on "What is a + b?" ends with an equation chain after a consequence word.
+@pytest.mark.parametrize(
+    "response,reference,equal",
+    [
+        ("To find 9 + 0, we add the numbers. So, 9 + 0 = 9.", "9", True),
+        ("So 9 + 0 = 9.", "9", True),
+        ("Thus, 9 + 0 = 9", "9", True),
+        ("And so, 9 + 0 = 8 + 1 = 9.", "9", True),
+        ("Therefore, 9 + 0 = 9.", "9", True),
+        ("So, x = 9.", "9", True),
+        # near misses: the chain's result, never an operand
+        ("So, 9 + 0 = 9.", "0", False),
+        ("So, 9 + 0 = 10.", "9", False),
+        ("So, 9 + 9 = 18.", "9", False),
+        ("So, 9 + 9 = 18.", "18", True),
+    ],
+)
+def test_a_final_equation_chain_after_so_is_its_result(response, reference, equal) -> None:
+    assert accepted(response, reference) is equal, verdict(response, reference)
+
+
+# SmolLM2 on "What is 9 + 9?" ended with "... add 9 to 9." and was paid 9: the operands of an operation
+# named in a final prose sentence are two quantities (even when the same number), not an answer.
+@pytest.mark.parametrize(
+    "response",
+    [
+        "To find the sum, we need to add 9 to 9.",
+        "We add 9 to 9.",
+        "Multiply 3 by 4.",
+        "Subtract 2 from 7.",
+        "Now divide 12 by 3.",
+        "First, take 2 away from 7.",
+        "The answer comes from 9 added to 9.",
+        "Let's add the numbers 9 to 9.",
+    ],
+)
+def test_a_final_sentence_naming_operands_is_ambiguous_never_paid(response) -> None:
+    for reference in ("9", "3", "4", "2", "7", "12", "18"):
+        v = verdict(response, reference)
+        assert v.status == "ambiguous_answer" and v.score == 0.0, (reference, v)
+
+
+@pytest.mark.parametrize(
+    "response,reference",
+    [
+        ("The answer is 9.", "9"),
+        ("So the total is 9.", "9"),
+        ("9 apples", "9"),
+        ("Adding 9 to 9 gives 18.", "18"),
+        ("The price went from 5 to 9.", "9"),  # "from ... to" without an operation word is a result
+        ("He has 9 apples, which is 9.", "9"),  # a restatement is one value
+    ],
+)
+def test_results_next_to_operation_words_are_still_read(response, reference) -> None:
+    assert accepted(response, reference), verdict(response, reference)
+
+
 # ------------------------------------------------------------------------------------- several boxes
 
 

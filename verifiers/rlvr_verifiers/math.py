@@ -17,7 +17,10 @@ scan is linear (no backtracking regex over the whole response; answer tags are p
 Extraction (from the response). The final answer is the last answer-bearing statement; a response whose
 final answer is ambiguous gets `parse_error`, never a guess; a prose final statement without any answer
 marker or box that states two different values in their own clauses ("the square root of 64 is 8, and the
-cube root of 64 is 4") gets `ambiguous_answer` (a restatement, "10, which is 1,000.99", is one value).
+cube root of 64 is 4") gets `ambiguous_answer` (a restatement, "10, which is 1,000.99", is one value), and so
+does a final sentence whose last two values are the operands of an operation ("add 9 to 9", "multiply 3 by
+4", "subtract 2 from 7", "the sum of 9 and 9", "9 added to 9"): two quantities even when the same number.
+A final equation chain after a leading "So,"/"Thus"/"Therefore" ("So, 9 + 0 = 9.") is the chain (its result).
 - Answer tags may be written loosely (`< answer >`, `</ answer>`); an `<answer>` that never closes is read
   only when a final `\boxed{}` follows it. A JSON object's `"answer"` (or `"final_answer"`) field is the
   answer region when there is no answer tag (text around the object allowed). An answer label inside the

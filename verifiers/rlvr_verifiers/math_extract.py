@@ -312,6 +312,7 @@ def _statement_value(sentence: str, no_marker: bool = False) -> str | None:
     cands = list(_CANDIDATE_RE.finditer(s))
     if not cands:
         return None
+    _check_not_operands(s, cands)
     k = len(cands) - 1
     while k > 0 and _LIST_GAP_RE.fullmatch(s[cands[k - 1].end() : cands[k].start()]):
         k -= 1
@@ -346,6 +347,16 @@ def _statement_value(sentence: str, no_marker: bool = False) -> str | None:
     if words and _UNIT_WORD_RE.match(after):  # "125 miles": a known unit stays with its value
         value += r" \text{ " + " ".join(words[:2]) + "}"
     return value
+
+
+def _check_not_operands(s: str, cands: list[re.Match]) -> None:
+    """Operands are no answer ("add 9 to 9", "9 added to 9"): when the last two values are the operands of an operation they are
+    two quantities (even when they are the same number), not a result: `MultipleCandidates`."""
+    if len(cands) < 2 or not _OPERAND_JOIN_RE.fullmatch(s[cands[-2].end() : cands[-1].start()]):
+        return
+    joined = s[cands[-2].end() : cands[-1].start()].strip()
+    if _OPERATION_BEFORE_RE.search(s[: cands[-2].start()]) or " " in joined:
+        raise MultipleCandidates(f"the statement names the operands of an operation: {s[:80]!r}")
 
 
 def _answer_phrase(text: str, pos: int) -> str | None:
@@ -394,6 +405,28 @@ def _answer_phrase(text: str, pos: int) -> str | None:
     return value
 
 
+_LEADING_CONSEQUENCE_RE = re.compile(
+    r"(?:and\s+)?(?:so|thus|therefore|hence|consequently)\b\s*,?\s*(?=\S)", re.IGNORECASE
+)
+
+
+# An arithmetic instruction or restatement naming its operands ("add 9 to 9", "multiply 3 by 4",
+# "subtract 2 from 7", "the sum of 9 and 9", "9 added to 9"): the operation word before the first operand.
+_OPERATION_BEFORE_RE = re.compile(
+    r"\b(?:add|adds|adding|subtract|subtracts|subtracting|multiply|multiplies|multiplying|divide|divides|"
+    r"dividing|take|takes|taking|sum|product|difference|quotient|total)\b(?:\s+(?:of|between|together))?"
+    r"(?:\s+(?:the\s+)?(?:numbers?|values?))?\s*$",
+    re.IGNORECASE,
+)
+
+
+# What joins two operands of such an operation ("9 to 9", "3 by 4", "7 from 2", "12 into 3", "9 and 9").
+_OPERAND_JOIN_RE = re.compile(
+    r"\s+(?:to|from|by|into|and|with|away\s+from|added\s+to|subtracted\s+from|taken\s+from)\s+",
+    re.IGNORECASE,
+)
+
+
 def _final_statement(text: str) -> str | None:
     """The answer of a response's last statement (no box, no marker): the last non-empty line, less
     closing filler ("I hope it is correct."); a math block or bare math line is taken whole, a prose
@@ -412,10 +445,17 @@ def _final_statement(text: str) -> str | None:
     if not lines:
         return None
     last = sentences[-1].strip().rstrip(" .")
+    # "So, 9 + 0 = 9": a leading consequence word is prose, not part of the math ("So" is too short to
+    # count as a prose word below, and "So, 9 + 0 = 9" whole would be read as the list "So, 9").
+    lead = _LEADING_CONSEQUENCE_RE.match(last)
+    if lead and _is_pure_math(last[lead.end() :]):
+        last = last[lead.end() :]
     stripped = _strip_math_delims(last)
     if stripped != last and not re.search(r"(?<!\\)\$|\\\(|\\\[", stripped):
         return stripped.rstrip(" .") or None
     if _is_pure_math(last) and "$" not in last:
+        if "\\" not in last:  # "We add 9 to 9" has no word of four letters, yet names two operands
+            _check_not_operands(last, list(_CANDIDATE_RE.finditer(last)))
         return last or None
     return _statement_value(last, no_marker=True)
 
