@@ -703,7 +703,7 @@ def test_the_vm_check_catches_40_gb_gpus():
 
 @pytest.mark.slow
 def test_vm_example_recipe_composes_and_matches_the_trainer_nodes():
-    from rlvr_launch.compose import compose
+    from rlvr_launch.recipes.compose import compose
 
     config, text = _vm_config()
     cfg = compose(_vm_example_overrides(text))
