@@ -166,14 +166,32 @@ def test_stop_ends_the_session_and_descendants_in_other_sessions_and_nothing_els
     head_dir = tmp_path / "head"
     head_dir.mkdir()
     sid_file = head_dir / "rlvr-head.sid"
-    fake_head = 'trap "" TERM; setsid sleep 3600 & sleep 3600 & echo $$ > "$1"; wait'
+    # The leader outlives its children (the teardown may kill them first): after `wait` it becomes a sleep
+    # that still ignores TERM (an ignored signal stays ignored across exec), so only SIGKILL ends it.
+    fake_head = 'trap "" TERM; setsid sleep 3600 & sleep 3600 & echo $$ > "$1"; wait; exec sleep 3600'
     leader = subprocess.Popen(
         ["setsid", "bash", "-c", fake_head, str(head_dir / "gcs_server"), str(sid_file)]
     )
     bystander = subprocess.Popen(["sleep", "3600"], start_new_session=True)
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (sid_file.is_file() and len(_tree(leader.pid)) == 3):
+
+        # Wait for the whole set-up, not its first signs: the file exists before `echo` has written it,
+        # and the background `setsid` is in the tree before it has made its own session.
+        def ready() -> bool:
+            try:
+                procs = _tree(leader.pid)
+                sids = {os.getsid(p.pid) for p in procs}
+            except (psutil.Error, ProcessLookupError):
+                return False
+            return (
+                sid_file.is_file()
+                and bool(sid_file.read_text().strip())
+                and len(procs) == 3
+                and len(sids) == 2
+            )
+
+        while time.monotonic() < deadline and not ready():
             time.sleep(0.1)
         assert int(sid_file.read_text()) == leader.pid
         procs = _tree(leader.pid)
