@@ -86,7 +86,8 @@ def addition_prompt(a: int, b: int) -> str:
 
 
 @contextmanager
-def _locked(path: Path):
+def locked(path: Path):
+    """An exclusive file lock around building one cached asset (concurrent `rlvr` processes build it once)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -359,7 +360,7 @@ def build_addition_data(spec: TinySpec, out_dir: Path) -> None:
 def ensure_tiny_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -> Path:
     """Path of the cached tiny model folder, building it first if needed."""
     out = Path(cache_dir) / "models" / f"tiny-qwen2-addition-{spec.digest()}"
-    with _locked(out.with_name(out.name + ".lock")):
+    with locked(out.with_name(out.name + ".lock")):
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] building the tiny model and tokenizer in {out} (once; about a minute)")
             info = build_model(spec, out, log=log)
@@ -397,7 +398,7 @@ def build_addition_trained_data(spec: TinySpec, out_dir: Path) -> None:
 def ensure_addition_trained_data(data_dir: Path, spec: TinySpec = TinySpec()) -> Path:
     out = Path(data_dir) / ADDITION_TRAINED
     marker = out / f".built-{spec.digest()}"
-    with _locked(Path(data_dir) / f".{ADDITION_TRAINED}.lock"):
+    with locked(Path(data_dir) / f".{ADDITION_TRAINED}.lock"):
         if not marker.exists():
             build_addition_trained_data(spec, out)
             marker.touch()
@@ -407,7 +408,7 @@ def ensure_addition_trained_data(data_dir: Path, spec: TinySpec = TinySpec()) ->
 def ensure_addition_data(data_dir: Path, spec: TinySpec = TinySpec()) -> Path:
     out = Path(data_dir) / ADDITION
     marker = out / f".built-{spec.digest()}"
-    with _locked(Path(data_dir) / f".{ADDITION}.lock"):
+    with locked(Path(data_dir) / f".{ADDITION}.lock"):
         if not marker.exists():
             build_addition_data(spec, out)
             marker.touch()
@@ -480,7 +481,7 @@ def ensure_sft_data(data_dir: Path, name: str, spec: TinySpec = TinySpec()) -> P
         raise ValueError(f"unknown embedded SFT data {name!r}; known: {', '.join(builders)}")
     out = Path(data_dir) / name
     marker = out / f".built-{spec.digest()}"
-    with _locked(Path(data_dir) / f".{name}.lock"):
+    with locked(Path(data_dir) / f".{name}.lock"):
         if not marker.exists():
             tmp = out.with_name(out.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
@@ -591,7 +592,7 @@ def ensure_base_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -
         f"{spec.digest()}:{BASE_STEPS}:{BASE_TARGET}:{_BASE_VERSION}".encode()
     ).hexdigest()[:12]
     out = Path(cache_dir) / "models" / f"tiny-qwen2-base-{digest}"
-    with _locked(out.with_name(out.name + ".lock")):
+    with locked(out.with_name(out.name + ".lock")):
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] building the base tiny model in {out} (once; about half a minute)")
             build_base_model(spec, tiny, out)
@@ -609,7 +610,7 @@ def ensure_base_model(cache_dir: Path, spec: TinySpec = TinySpec(), log=print) -
 def ensure_student_model(cache_dir: Path, log=print) -> Path:
     """Path of the cached student model folder (built once, a second or two; digest-keyed like the teacher)."""
     out = student_model_dir(cache_dir)
-    with _locked(out.with_name(out.name + ".lock")):
+    with locked(out.with_name(out.name + ".lock")):
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] building the embedded student model in {out} (once)")
             build_model(STUDENT_SPEC, out, log=log)
@@ -661,7 +662,7 @@ def ensure_digit_sums_data(data_dir: Path) -> Path:
     out = Path(data_dir) / DIGIT_SUMS
     payload = json.dumps([DIGIT_SUMS_PHRASINGS, DIGIT_SUMS_HELD_OUT_PAIRS, DIGIT_SUMS_SEED])
     marker = out / f".built-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
-    with _locked(Path(data_dir) / f".{DIGIT_SUMS}.lock"):
+    with locked(Path(data_dir) / f".{DIGIT_SUMS}.lock"):
         if not marker.exists():
             tmp = out.with_name(out.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)

@@ -19,10 +19,8 @@ ordinary model folder (weights, tokenizer, chat template). Two fixes on the way:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
-from contextlib import contextmanager
 from pathlib import Path
 
 from rlvr_launch.recipes.embedded_models import (  # noqa: F401  (re-exported: the model's spec and folder)
@@ -34,6 +32,7 @@ from rlvr_launch.recipes.embedded_models import (  # noqa: F401  (re-exported: t
     packaged_model,
     sha256,
 )
+from rlvr_launch.runs.embedded_model import locked
 
 # Largest |difference| of a logit between the saved folder and the GGUF-loaded model: both are the same
 # fp32 tensors, so anything above rounding means the folder is not the model.
@@ -46,21 +45,10 @@ VERIFY_PROMPTS = (
 END_OF_TURN = "<|im_end|>"
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_model(cache_dir: str | Path, name: str, log=print) -> Path:
     """Path of the converted, verified model folder, converting the package's GGUF first if needed."""
     out = model_dir(cache_dir, name)
-    with _locked(out.with_name(out.name + ".lock")):
+    with locked(out.with_name(out.name + ".lock")):
         if not (out / "rlvr_build.json").exists():
             log(f"[rlvr] converting {packaged_model(name).filename} into {out} (once; about a minute)")
             info = convert(packaged_model(name), out)
