@@ -189,7 +189,7 @@ def test_shipped_recipe_composes_on_the_cluster_with_the_clusters_paths(tmp_path
     assert (package / "recipes" / "rlvr.yaml").is_file()
     assert "/home/submitter" in (package / "config.submitted.yaml").read_text()
     script = (
-        "from rlvr_launch import job; "
+        "from rlvr_launch.jobs import driver as job; "
         "cfg = job.load_config(job.parse_args(['--job-id', 'j', '--config-package', 'rlvr_jobspec'])); "
         "print(cfg.rlvr.cache_dir, cfg.trainer.total_training_steps, cfg.actor_rollout_ref.model.path)"
     )
