@@ -233,7 +233,8 @@ class StepFollower:
 
 
 def soak(args, overrides: list[str]) -> Path:
-    work = Path(tempfile.mkdtemp(prefix="rlvr-soak-"))
+    # in /tmp itself, not $TMPDIR: Ray's socket paths under it must stay within AF_UNIX's 107 bytes
+    work = Path(tempfile.mkdtemp(prefix="rlvr-soak-", dir="/tmp"))
     run_dir, ray_root = work / "run", work / "ray"
     ray_root.mkdir()
     samples_path = Path(args.samples)
