@@ -146,7 +146,7 @@ def test_one_reused_agent_loop_and_the_in_process_reward_give_verls_batch_with_e
     assert ours.meta_info["reward_extra_keys"] == theirs.meta_info["reward_extra_keys"]
     # every sample scored by the math verifier: a verdict, not a missing or failed score
     statuses = list(ours.non_tensor_batch["rlvr_status"])
-    assert len(statuses) == count and set(statuses) <= {"ok", "wrong", "parse_error"}
+    assert len(statuses) == count and set(statuses) <= {"ok", "wrong", "parse_error", "ambiguous_answer"}
     scores = ours.batch["rm_scores"].sum(-1).tolist()
     assert scores == [float(a) for a in ours.non_tensor_batch["acc"]]
     assert 0 < sum(scores) < count  # the warm-started model gets some right, not all: real verdicts

@@ -157,7 +157,9 @@ def test_a_few_grpo_steps_on_the_real_model(smollm2_model_dir, tmp_path, rollout
         assert len(samples) == 16  # 4 prompts x 4 responses, every one scored
         for sample in samples:
             assert sample["score"] in (0.0, 1.0) and sample["rlvr_verifier"] == "math"
-            assert sample["rlvr_status"] in ("ok", "wrong", "parse_error")
+            # What a model's own words can earn: a verdict on an answer, or a counted reason for none. The
+            # statuses of a broken check (timeout, sandbox_error, invalid_input) must not appear.
+            assert sample["rlvr_status"] in ("ok", "wrong", "parse_error", "ambiguous_answer"), sample
             # verl dumps the prompt decoded without special tokens: the template's system turn, then the user's.
             assert sample["input"].startswith("system\nYou are a helpful AI assistant named SmolLM")
             assert "\nuser\n" in sample["input"] and sample["input"].endswith("\nassistant\n")
