@@ -307,7 +307,8 @@ def test_stop_ends_every_process_of_the_head_frees_its_ports_and_nothing_else():
             time.sleep(3)
         assert job.returncode == 0, job.stdout + job.stderr
         deadline = time.monotonic() + 240  # the driver starts after the job's runtime env: slow under load
-        while time.monotonic() < deadline and not any("rlvr-lh-driver" in _cmdline(p) for p in _session(sid)):
+        # The driver is in a session of its own: looked for among the head's descendants, not its session.
+        while time.monotonic() < deadline and not any("rlvr-lh-driver" in _cmdline(p) for p in _tree(sid)):
             time.sleep(0.5)
 
         procs = _tree(sid)
