@@ -86,6 +86,35 @@ def smollm2_model_dir(rlvr_cache) -> Path:
     return ensure_model(rlvr_cache, SMOLLM2_135M_INSTRUCT.name, log=lambda _m: None)
 
 
+@pytest.fixture(scope="session")
+def default_experiment_run(tiny_model_dir, tmp_path_factory):
+    """One run of the default experiment (`rlvr train`, cpu_demo: GRPO on the tiny model and addition),
+    lengthened to the learning test's 40 steps with validation every 5: shared by the tests that assert on
+    it (test_learning.py's learning and test_algo_recipes.py's grpo metrics), so CI trains it once.
+    Returns (run_dir, the finished process)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from learning_run import STEPS, VAL_EVERY, end_processes_under
+
+    run_dir = tmp_path_factory.mktemp("default-experiment") / "run"
+    ray_root = tempfile.mkdtemp(prefix="rlvr-learn-", dir="/tmp")
+    cmd = [
+        sys.executable, "-m", "rlvr_launch.cli", "train",
+        f"trainer.total_training_steps={STEPS}", "trainer.val_before_train=true", f"trainer.test_freq={VAL_EVERY}",
+        "trainer.save_freq=-1", "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    env = dict(os.environ, WANDB_MODE="disabled", RLVR_RAY_TMPDIR_ROOT=ray_root)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=840, env=env)
+    finally:
+        end_processes_under(ray_root)
+        shutil.rmtree(ray_root, ignore_errors=True)
+    return run_dir, out
+
+
 @pytest.fixture(scope="module")
 def private_ray(request):
     """A Ray for this test module's process only: a new local head (never one already running on the

@@ -277,9 +277,18 @@ def _train(tmp_path: Path, overrides: list[str], steps: int = 2) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALGOS)
-def test_algorithm_trains_two_steps_on_cpu_with_its_metrics(tmp_path, name):
-    overrides = [f"algo={name}"] + (DAPO_CPU_OVERRIDES if name == "dapo" else [])
-    rows = _train(tmp_path, overrides)
+def test_algorithm_trains_two_steps_on_cpu_with_its_metrics(tmp_path, name, request):
+    if name == "grpo":
+        # GRPO is the default experiment's algorithm: its first two steps are the shared learning run's
+        # (conftest's default_experiment_run), not a run of their own.
+        run_dir, out = request.getfixturevalue("default_experiment_run")
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert "adv_estimator: grpo" in (run_dir / "config.yaml").read_text()
+        rows = [r for r in read_metrics(run_dir) if "critic/score/mean" in r][:2]
+        assert len(rows) == 2
+    else:
+        overrides = [f"algo={name}"] + (DAPO_CPU_OVERRIDES if name == "dapo" else [])
+        rows = _train(tmp_path, overrides)
     for row in rows:
         missing = [k for k in COMMON_METRICS + VARIANT_METRICS[name] if k not in row]
         assert not missing, f"algo={name} step {row.get('step')} lacks {missing}"

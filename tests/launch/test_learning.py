@@ -33,52 +33,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
+from learning_run import STEPS, VAL_EVERY
 
-STEPS = 40
 WINDOW = 10
 MARGIN = 0.08
 HELD_OUT_MARGIN = 0.07
-VAL_EVERY = 5
 HELD_OUT_LATE = 4
 HELD_OUT = "val-core/addition/acc/mean@1"
 
 
-def _end_processes_under(root: str) -> None:
-    """Kill what the run left behind (only processes whose command line names its private Ray root)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-            if root in cmdline and int(pid) != os.getpid():
-                os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            pass
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_default_experiment_raises_the_mean_reward(tmp_path, tiny_model_dir):
-    run_dir = tmp_path / "run"
-    ray_root = tempfile.mkdtemp(prefix="rlvr-learn-", dir="/tmp")
-    cmd = [
-        sys.executable, "-m", "rlvr_launch.cli", "train",
-        f"trainer.total_training_steps={STEPS}", "trainer.val_before_train=true", f"trainer.test_freq={VAL_EVERY}",
-        "trainer.save_freq=-1", "--run-dir", str(run_dir),
-    ]  # fmt: skip
-    env = dict(os.environ, WANDB_MODE="disabled", RLVR_RAY_TMPDIR_ROOT=ray_root)
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=840, env=env)
-    finally:
-        _end_processes_under(ray_root)
-        shutil.rmtree(ray_root, ignore_errors=True)
+def test_the_default_experiment_raises_the_mean_reward(default_experiment_run):
+    run_dir, out = default_experiment_run  # conftest: one 40-step run, shared with test_algo_recipes' grpo
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rewards = [r["critic/score/mean"] for r in rows if "critic/score/mean" in r]
