@@ -58,17 +58,57 @@ def _actor_weights(checkpoint: Path) -> dict:
     return {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in state.items()}
 
 
-def test_a_short_run_leaves_finite_metrics_changed_weights_and_a_curve(tmp_path, ray_root, tiny_model_dir):
+@pytest.fixture(scope="module")
+def killed_and_resumed_run(tmp_path_factory, rlvr_cache):
+    """One 5-step run (a checkpoint every step) SIGKILLed after a checkpoint at step 2-4, resumed to the end,
+    then started once more: the two tests below assert on it (what a finished run leaves; how the resume
+    went), so CI trains it once. Returns what they read."""
+    from rlvr_launch.runs.rundir import RunDir
+
+    root = tempfile.mkdtemp(prefix="rlvr-t-", dir="/tmp")
+    run_dir = tmp_path_factory.mktemp("killed-and-resumed") / "run"
+    try:
+        cmd = [
+            sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL,
+            "trainer.total_training_steps=5", "trainer.save_freq=1", "--run-dir", str(run_dir),
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(root), start_new_session=True
+        )
+        marker = run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            if marker.exists() and marker.read_text().strip() in {"2", "3", "4"}:
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.2)
+        else:
+            pytest.fail("no checkpoint appeared")
+        os.killpg(proc.pid, signal.SIGKILL)  # a crash: no cleanup runs
+        proc.wait()
+        _sweep(root)
+        newest = int(marker.read_text().strip())
+        # {step: row} of the killed attempt; a line cut short by the kill is skipped
+        logged = RunDir.read_attempt(run_dir / "attempts" / "1.jsonl")
+        resumed = rlvr_train(run_dir, root, "trainer.total_training_steps=5", "trainer.save_freq=1")
+        again = rlvr_train(run_dir, root, "trainer.total_training_steps=5", "trainer.save_freq=1")
+    finally:
+        _sweep(root)
+    return {"run_dir": run_dir, "newest": newest, "logged": logged, "resumed": resumed, "again": again}
+
+
+def test_a_finished_run_leaves_finite_metrics_changed_weights_and_a_curve(
+    killed_and_resumed_run, tiny_model_dir
+):
     import torch
     from safetensors.torch import load_file
 
-    run_dir = tmp_path / "run"
-    out = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=3", "trainer.save_freq=3")
+    run_dir, out = killed_and_resumed_run["run_dir"], killed_and_resumed_run["resumed"]
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == str(run_dir.resolve()), "the last line is the run directory"
-    assert "step 3/3 | reward" in out.stdout, "progress is printed while it runs"
+    assert "step 5/5 | reward" in out.stdout, "progress is printed while it runs"
     rows = _rows(run_dir)
-    assert [r["training/global_step"] for r in rows] == [1, 2, 3]
+    assert [r["training/global_step"] for r in rows] == [1, 2, 3, 4, 5]
     for row in rows:
         for key in (
             "critic/score/mean",
@@ -83,49 +123,24 @@ def test_a_short_run_leaves_finite_metrics_changed_weights_and_a_curve(tmp_path,
     assert (run_dir / "config.yaml").exists()
     # verl's TaskRunner ran in the `rlvr train` process (rlvr.task_runner: driver on the cpu platform): its
     # own output went to the attempt's log, not to the terminal (an actor's would be in Ray's logs only).
-    verl_output = (run_dir / "attempts" / "1.log").read_text()
+    verl_output = (run_dir / "attempts" / "2.log").read_text()
     assert "TaskRunner hostname" in verl_output and "TaskRunner hostname" not in out.stdout + out.stderr
     # Old log-probs from the rollout (verl's bypass mode): no recomputation phase; entropy from the update.
     assert all("timing_s/old_log_prob" not in r and math.isfinite(r["actor/entropy_loss"]) for r in rows)
-    trained = _actor_weights(run_dir / "checkpoints" / "global_step_3")
+    trained = _actor_weights(run_dir / "checkpoints" / "global_step_5")
     initial = load_file(str(tiny_model_dir / "model.safetensors"))
     moved = {k: float((trained[k] - initial[k].float()).abs().max()) for k in initial if k in trained}
     assert moved and max(moved.values()) > 1e-4, "the actor's weights did not change"
     assert torch.isfinite(torch.tensor(list(moved.values()))).all()
 
 
-def test_kill_and_resume_continues_at_the_right_step(tmp_path, ray_root):
-    run_dir = tmp_path / "run"
-    cmd = [
-        sys.executable, "-m", "rlvr_launch.cli", "train", *SMALL,
-        "trainer.total_training_steps=5", "trainer.save_freq=1", "--run-dir", str(run_dir),
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(ray_root), start_new_session=True
-    )
-    marker = run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
-    deadline = time.time() + 900
-    while time.time() < deadline:
-        if marker.exists() and marker.read_text().strip() in {"2", "3", "4"}:
-            break
-        assert proc.poll() is None, "the run ended before it could be killed"
-        time.sleep(0.2)
-    else:
-        pytest.fail("no checkpoint appeared")
-    os.killpg(proc.pid, signal.SIGKILL)  # a crash: no cleanup runs
-    proc.wait()
-    _sweep(ray_root)
-    newest = int(marker.read_text().strip())
+def test_kill_and_resume_continues_at_the_right_step(killed_and_resumed_run):
+    run_dir, newest = killed_and_resumed_run["run_dir"], killed_and_resumed_run["newest"]
     assert 2 <= newest < 5
     # verl saves a step's checkpoint before it logs the step's metrics: a kill between the two leaves a
     # checkpoint without its row, and the resume must then redo that step from the checkpoint before it.
-    from rlvr_launch.runs.rundir import RunDir
-
-    # {step: row} of the killed attempt; a line cut short by the kill is skipped
-    logged = RunDir.read_attempt(run_dir / "attempts" / "1.jsonl")
-    resume_from = newest if newest in logged else newest - 1
-
-    out = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=5", "trainer.save_freq=1")
+    resume_from = newest if newest in killed_and_resumed_run["logged"] else newest - 1
+    out = killed_and_resumed_run["resumed"]
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert f"resuming from the checkpoint at step {resume_from}" in out.stdout
     steps = [r["training/global_step"] for r in _rows(run_dir)]
@@ -135,7 +150,7 @@ def test_kill_and_resume_continues_at_the_right_step(tmp_path, ray_root):
     ]
     assert min(second) == resume_from + 1, "the resumed attempt starts right after its checkpoint"
 
-    again = rlvr_train(run_dir, ray_root, "trainer.total_training_steps=5", "trainer.save_freq=1")
+    again = killed_and_resumed_run["again"]
     assert again.returncode == 0
     assert "run already complete" in again.stdout
     assert [r["training/global_step"] for r in _rows(run_dir)] == [1, 2, 3, 4, 5]
