@@ -174,9 +174,15 @@ def _node_args(ports, worker_start, num_cpus, num_gpus, temp_dir, resources) -> 
 
 
 def start_head(
-    root: Path, *, num_cpus: int = 8, num_gpus: int = 1, resources: dict | None = None
+    root: Path,
+    *,
+    num_cpus: int = 8,
+    num_gpus: int = 1,
+    resources: dict | None = None,
+    env: dict[str, str] | None = None,
 ) -> LoopbackRay:
-    """Start a head in `root` (a short path: Ray's socket paths must stay under 107 bytes)."""
+    """Start a head in `root` (a short path: Ray's socket paths must stay under 107 bytes). `env` is added
+    to the head's environment (its workers inherit it; nodes joined with `start_node` inherit it too)."""
     home = root / "head-home"
     home.mkdir(parents=True, exist_ok=True)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
@@ -198,6 +204,7 @@ def start_head(
         "RAY_USAGE_STATS_ENABLED": "0",
         # Keep the head small on a 2-core machine; verl's workers set their own threads.
         "OMP_NUM_THREADS": "1",
+        **(env or {}),
     }
     worker_start = free_port_range(WORKER_PORTS)
     workers = range(worker_start, worker_start + WORKER_PORTS)

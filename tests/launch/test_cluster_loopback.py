@@ -8,10 +8,12 @@
     resource), without submitting anything.
 (b) FSDP across two Ray nodes, each declaring one logical GPU (`trainer.nnodes=2
     trainer.n_gpus_per_node=1`): verl places its workers and rollout servers on both, FSDP2 shards over
-    two ranks through gloo on loopback; the run must match a one-node run of the same two steps (same
-    world size, data order and seed): identical held-out score before training, the rollout's and the
-    sharded actor's log-probs equal at every step in both runs (deterministic), entropy and reward within
-    sampling noise (sampling is not bit-reproducible across runs).
+    two ranks through gloo on loopback. With greedy generation both layouts see the same batches, so the
+    two-node run must train exactly as a one-node run of the same two steps (same world size, data order
+    and seed): the same batches, `actor/pg_loss` and `actor/grad_norm` at every step and trained weights
+    within fp32 round-off, and in each run the rollout's log-probs equal the sharded actor's. The
+    negative control, a two-node run whose ranks skip the gradient reduction
+    (negative_controls/skip_gradient_reduction.py), must fail that same comparison.
 
 Heads and nodes have their own ports, temp dirs and token (tests/launch/loopback_ray.py) and are stopped
 by pid. Every run is the installed `rlvr` console script in a subprocess.
@@ -26,10 +28,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import slim_verifier_env
+import torch
 from loopback_ray import nodes, remove_tree, start_head, start_node, state_api
 
 pytestmark = pytest.mark.slow
@@ -189,94 +195,208 @@ def test_heterogeneous_cluster_keeps_verl_off_the_slim_verifier_node(bare_head, 
 
 # ---- (b) FSDP across two nodes -----------------------------------------------------------------------
 
-# A gentler step than the demo's (16 prompts a step at 5e-4 can knock the tiny model off its warm start in
-# two steps, in either layout, which would drown the comparison in noise).
+NEGATIVE_CONTROLS = Path(__file__).with_name("negative_controls")
+# Two steps in which every layout sees the same batch, so that the training itself compares number for
+# number: greedy generation (top_k=1 at temperature 1: the server takes the most likely token, and the
+# actor's log-probs stay those of the temperature-1 policy; temperature 0 would have verl's actor divide its
+# logits by 0), one response per prompt with REINFORCE++'s batch-wide advantages (GRPO's group advantages
+# of identical responses would all be 0, and rlvr refuses n=1 for it). The actor recomputes the old
+# log-probs (not the demo's bypass), so verl logs the rollout/actor gap of each run. The final weights are
+# saved (model only) for the comparison; no validation (the weights say more).
 FSDP_STEPS = [
-    *SMALL_STEPS,
-    "trainer.test_freq=2",
-    "trainer.val_before_train=true",
-    "actor_rollout_ref.actor.optim.lr=1e-4",
-    # The actor recomputes the old log-probs (the demo takes them from the rollout): the rollout/actor
-    # gap verl then logs, and the entropy of that pass, are what this comparison reads.
+    "experiment=cpu_demo",
+    "trainer.total_training_steps=2",
+    "data.train_batch_size=16",
+    "actor_rollout_ref.rollout.n=1",
+    "actor_rollout_ref.rollout.top_k=1",
+    "algorithm.adv_estimator=reinforce_plus_plus",
     "algorithm.rollout_correction.bypass_mode=false",
+    "trainer.val_before_train=false",
+    "trainer.test_freq=-1",
+    "trainer.save_freq=2",
+    "actor_rollout_ref.actor.checkpoint.save_contents=[model]",
 ]
+STEPS = (1, 2)
+COMPARED = ("actor/pg_loss", "actor/grad_norm")
+# Largest difference two runs of the same two steps may show and still count as the same training. Measured
+# (fp32 on CPU; notes/h33.md): every compared quantity of one node vs two nodes (3 pairs) and of one node
+# vs one node (run to run) was exactly 0: the runs are bit-identical (both layouts run 2 ranks on the same
+# micro-batches, gloo's sum of two ranks is one commutative fp32 addition, greedy decoding has no random
+# draw). 1e-6 admits a few ulps (|weights| <= 1.5, grad norms 2-7) should a summation order ever change;
+# the control without reduction sits 3-5 orders above it (grad_norm 0.35 at step 1, weights 2e-3, 99% of
+# the parameters off by more than 1e-6). Do not loosen it to pass a run that stopped being bit-identical:
+# Adam's first step moves every weight by about lr whatever the gradient's size, so noise in near-zero
+# gradients shows as lr-sized weight differences. `actor/pg_loss` at step 1 is 0 in every run
+# (REINFORCE++'s whitened advantages at ratio 1); step 1 is judged by its grad_norm.
+TOLERANCE = {"actor/pg_loss": 1e-6, "actor/grad_norm": 1e-6, "weights": 1e-6}
 
 
-def _val_key(rows: list[dict]) -> str:
-    keys = sorted({k for r in rows for k in r if k.startswith("val-core/")})
-    assert keys, f"no validation metric in {sorted({k for r in rows for k in r})}"
-    return keys[0]
+@dataclass
+class FsdpRun:
+    """One finished run of FSDP_STEPS: its metrics, its batches and its trained weights (per rank shard)."""
+
+    name: str
+    run_dir: Path
+
+    @cached_property
+    def rows(self) -> list[dict]:
+        return _rows(self.run_dir)
+
+    def metric(self, step: int, name: str) -> float:
+        values = [r[name] for r in self.rows if int(r.get("training/global_step", -1)) == step and name in r]
+        assert values, f"{self.name}: no {name} at step {step}"
+        return float(values[-1])
+
+    def batch(self, step: int) -> list[tuple]:
+        """The step's prompts, responses and scores, in batch order."""
+        path = self.run_dir / "rollouts" / f"{step}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        assert rows, f"{self.name}: no rollouts at step {step}"
+        return [(r["input"], r["output"], r["score"]) for r in rows]
+
+    @cached_property
+    def weights(self) -> dict[tuple[int, str], torch.Tensor]:
+        """Each rank's shard of every parameter after the last step (verl's FSDP2 checkpoint)."""
+        actor = self.run_dir / "checkpoints" / f"global_step_{STEPS[-1]}" / "actor"
+        shards = {}
+        for rank in (0, 1):
+            state = torch.load(actor / f"model_world_size_2_rank_{rank}.pt", weights_only=False)
+            for name, tensor in state.items():
+                shards[(rank, name)] = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        return shards
 
 
-def test_fsdp_across_two_nodes_matches_one_node(tiny_model_dir, tmp_path):
-    # One node, two logical GPUs: the same FSDP world size (2 ranks) and rollout replicas as below.
-    one_dir = tmp_path / "one-node"
+def training_differences(a: FsdpRun, b: FsdpRun) -> dict[str, float]:
+    """Max abs difference of each compared quantity: pg_loss and grad_norm per step, the trained weights."""
+    diffs = {
+        f"{name} step {step}": abs(a.metric(step, name) - b.metric(step, name))
+        for step in STEPS
+        for name in COMPARED
+    }
+    assert a.weights.keys() == b.weights.keys(), "the two checkpoints hold different parameters"
+    diffs["weights"] = max(float((a.weights[k] - b.weights[k]).abs().max()) for k in a.weights)
+    return diffs
+
+
+def training_mismatches(a: FsdpRun, b: FsdpRun) -> list[str]:
+    """What two runs of FSDP_STEPS did differently: a step's batch (compared exactly), or a compared
+    quantity beyond TOLERANCE. Empty: the same training."""
+    found = [f"step {step}: the batches differ" for step in STEPS if a.batch(step) != b.batch(step)]
+    for what, diff in training_differences(a, b).items():
+        limit = TOLERANCE[what.split(" ")[0]]
+        if diff > limit:
+            found.append(f"{what}: |{a.name} - {b.name}| = {diff:.3g} > {limit:g}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def fsdp_runs(tiny_model_dir, tmp_path_factory):
+    """Three runs of FSDP_STEPS, each with 2 FSDP ranks: on one node (two logical GPUs), on two loopback
+    Ray nodes (one each), and the negative control on the same two nodes, whose ranks skip the gradient
+    reduction (negative_controls/skip_gradient_reduction.py). Where verl placed its actors is read while
+    the cluster is up."""
+    tmp = tmp_path_factory.mktemp("fsdp")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env["HOME"] = str(tmp_path / "home")
-    one = _train(
+    env["HOME"] = str(tmp / "home")
+    one = FsdpRun("one node", tmp / "one-node")
+    out = _train(
         env,
-        one_dir,
+        one.run_dir,
         [*FSDP_STEPS, "trainer.nnodes=1", "trainer.n_gpus_per_node=2", "rlvr.local_ray.num_gpus=2"],
     )
-    assert one.returncode == 0, one.stdout[-4000:] + one.stderr[-4000:]
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
 
+    marks = tmp / "skip-reduction-marks"
+    marks.mkdir()
+    # The control's module on the path of the workers and of the control's `rlvr train` (verl imports it
+    # wherever it builds the model config, only in the run that names it).
+    control_env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(NEGATIVE_CONTROLS)) if p),
+        "RLVR_SKIP_GRAD_REDUCTION_MARKS": str(marks),
+    }
     root = Path(tempfile.mkdtemp(prefix="rlvr-2n-", dir="/tmp"))
-    head = start_head(root, num_cpus=6, num_gpus=1, resources={"rlvr_verifier": 2})
+    head = start_head(
+        root,
+        num_cpus=6,
+        num_gpus=1,
+        resources={"rlvr_verifier": 2},
+        env=control_env,
+    )
     node = None
     try:
         node = start_node(head, root / "n", num_cpus=6, num_gpus=1)
-        two_dir = tmp_path / "two-nodes"
-        two = _train(
-            _joining_env(head, tmp_path / "home2"),
-            two_dir,
+        node_ids = {n["node_id"] for n in nodes(head)}
+        two = FsdpRun("two nodes", tmp / "two-nodes")
+        out = _train(
+            _joining_env(head, tmp / "home2"),
+            two.run_dir,
             [*FSDP_STEPS, "trainer.nnodes=2", "trainer.n_gpus_per_node=1"],
         )
-        assert two.returncode == 0, two.stdout[-4000:] + two.stderr[-4000:]
-        node_ids = {n["node_id"] for n in nodes(head)}
-        assert len(node_ids) == 2
-        actors = state_api(head, "actors")
-        by_class: dict[str, set[str]] = {}
-        for actor in actors:
-            by_class.setdefault(actor["class_name"], set()).add(actor["node_id"])
-        print({k: len(v) for k, v in by_class.items()})
-        # verl's FSDP workers (one per logical GPU) and the rollout servers of their replicas: on both nodes.
-        workers = set().union(*(v for k, v in by_class.items() if k.endswith("WorkerDict")))
-        assert workers == node_ids, by_class
-        assert by_class.get("HFServer") == node_ids, by_class
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+        placed: dict[str, set[str]] = {}
+        for actor in state_api(head, "actors"):
+            placed.setdefault(actor["class_name"], set()).add(actor["node_id"])
+        control = FsdpRun("no reduction", tmp / "no-reduction")
+        # Its failure fails the control's test only (asserted there).
+        out = _train(
+            {**_joining_env(head, tmp / "home3"), **control_env},
+            control.run_dir,
+            [
+                *FSDP_STEPS,
+                "trainer.nnodes=2",
+                "trainer.n_gpus_per_node=1",
+                "actor_rollout_ref.model.external_lib=skip_gradient_reduction",
+            ],
+        )
+        control_out = out
     finally:
         if node is not None:
             node.stop()
         head.stop()
         remove_tree(root)
+    skipped = [json.loads(p.read_text()) for p in sorted(marks.glob("*.json"))]
+    yield SimpleNamespace(
+        one=one,
+        two=two,
+        control=control,
+        control_out=control_out,
+        node_ids=node_ids,
+        placed=placed,
+        skipped_reduction=skipped,
+    )
 
-    rows_one, rows_two = _rows(one_dir), _rows(two_dir)
-    key = _val_key(rows_one)
 
-    def at(rows, step, name):
-        values = [
-            r[name]
-            for r in rows
-            if int(r.get("training/global_step", r.get("step", -1))) == step and name in r
-        ]
-        assert values, f"no {name} at step {step}"
-        return values[-1]
+def test_fsdp_across_two_nodes_matches_one_node(fsdp_runs):
+    one, two, node_ids, placed = fsdp_runs.one, fsdp_runs.two, fsdp_runs.node_ids, fsdp_runs.placed
+    assert len(node_ids) == 2
+    print({k: len(v) for k, v in placed.items()})
+    # verl's FSDP workers (one per logical GPU) and the rollout servers of their replicas: on both nodes.
+    workers = set().union(*(v for k, v in placed.items() if k.endswith("WorkerDict")))
+    assert workers == node_ids, placed
+    assert placed.get("HFServer") == node_ids, placed
+    for step in STEPS:
+        # Within each run: the FSDP actor, sharded over the two ranks, recomputes the log-probs the rollout
+        # servers (fed the weights gathered across the ranks after each update) generated with.
+        for run in (one, two):
+            diff = run.metric(step, "training/rollout_probs_diff_max")
+            print(f"step {step} {run.name}: rollout vs FSDP actor log-prob max diff {diff:.2e}")
+            assert diff < 1e-4, (run.name, step, diff)
+    # Across the layouts: the same batches, and the same losses, gradient norms and trained weights. A
+    # gradient that is not reduced across the nodes changes the last two (test below).
+    print(f"one node vs two nodes: {training_differences(one, two)}")
+    assert training_mismatches(one, two) == []
 
-    # Before any update: the same model, prompts and greedy decoding give the same held-out score.
-    assert at(rows_one, 0, key) == at(rows_two, 0, key)
-    for step in (1, 2):
-        # Deterministic within each run: the FSDP actor, sharded over the two nodes, recomputes the exact
-        # log-probs the rollout servers (one per node, fed the weights gathered across nodes after each
-        # update) sampled with. A broken cross-node shard, all-reduce or weight sync shows up here.
-        for rows, where in ((rows_one, "one node"), (rows_two, "two nodes")):
-            diff = at(rows, step, "training/rollout_probs_diff_max")
-            print(f"step {step} {where}: rollout vs FSDP actor log-prob max diff {diff:.2e}")
-            assert diff < 1e-4, (where, step, diff)
-        # Sampling is not bit-reproducible across runs (the rollout batches requests as they arrive), so
-        # these compare within sampling noise: a run on broken weights is far outside it.
-        a, b = at(rows_one, step, "actor/entropy"), at(rows_two, step, "actor/entropy")
-        print(f"step {step} actor/entropy: one node {a:.4f}, two nodes {b:.4f}")
-        assert abs(a - b) <= 0.1 * abs(a), (step, a, b)
-        a, b = at(rows_one, step, "critic/score/mean"), at(rows_two, step, "critic/score/mean")
-        print(f"step {step} critic/score/mean: one node {a:.4f}, two nodes {b:.4f}")
-        assert abs(a - b) <= 0.25, (step, a, b)  # 64 samples a step: ~3 standard deviations of the difference
-    print(f"held-out {key}: one node {at(rows_one, 2, key)}, two nodes {at(rows_two, 2, key)} after 2 steps")
+
+def test_fsdp_check_rejects_two_ranks_that_do_not_reduce_gradients(fsdp_runs):
+    one, control, out = fsdp_runs.one, fsdp_runs.control, fsdp_runs.control_out
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    # The control really ran without the reduction, on both ranks, one on each node.
+    assert sorted(m["rank"] for m in fsdp_runs.skipped_reduction) == [0, 1], fsdp_runs.skipped_reduction
+    assert {m["node_id"] for m in fsdp_runs.skipped_reduction} == fsdp_runs.node_ids
+    # The same first batch (the same weights generated it): what differs is the training.
+    assert control.batch(1) == one.batch(1)
+    print(f"one node vs no reduction: {training_differences(one, control)}")
+    mismatches = training_mismatches(one, control)
+    print("\n".join(mismatches))
+    assert any(m.startswith("actor/grad_norm step 1:") for m in mismatches), mismatches
+    assert any(m.startswith("weights:") for m in mismatches), mismatches
