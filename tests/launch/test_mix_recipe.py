@@ -80,3 +80,12 @@ def test_a_part_rlvr_cannot_build_offline_names_the_rlvr_data_command(tmp_path):
         UserError, match=rf"rlvr.mix.gsm8k: no converted data at {tmp_path}/gsm8k: convert it first"
     ):
         task_mix.prepare(cfg, log=lambda m: None)
+
+
+def test_a_cluster_jobs_prepare_data_leaves_a_recipes_mixture_to_the_train_prepare_step(tmp_path):
+    # `rlvr submit --prepare-data` runs before training: `rlvr data mix` has no spec there (the recipe's
+    # rlvr.mix is it), so the mixture is built by run_training's prepare step instead of failing here
+    from rlvr_launch.jobs import driver
+
+    cfg = compose.compose(["experiment=cpu_mix", f"rlvr.data_dir={tmp_path}"])
+    assert driver.prepare_task_data(cfg) is False and not (tmp_path / "mix").exists()
