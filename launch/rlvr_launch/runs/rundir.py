@@ -277,7 +277,11 @@ class RunDir:
         ax.set_ylabel("reward")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
+        if domains:  # a mixed run's many lines: the legend below the axes, where it hides none of them
+            fig.set_size_inches(7, 5)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7, frameon=False)
+        else:
+            ax.legend(loc="lower right", fontsize=8)
         ax.set_title(title or self.path.name, fontsize=10)
         fig.tight_layout()
         fig.savefig(self.curve_path)
