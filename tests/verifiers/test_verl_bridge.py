@@ -227,6 +227,8 @@ def test_reward_loop_worker_scores_right_and_wrong_math_answers_through_the_pool
     ]
     # verl stacks reward_extra_info by the first sample's keys: every sample must carry the same keys.
     assert all(tuple(o["reward_extra_info"]) == EXTRA_KEYS for o in outputs)
+    # each response's domain (per-domain step figures): no row names one here, so its data source
+    assert [o["reward_extra_info"]["rlvr_domain"] for o in outputs] == [s["data_source"] for s in samples]
     # The per-status indicators are opt-in (each is a column shipped to the actor every step), and
     # derivable from rlvr_status.
     derived = verl_bridge.status_indicators_of(statuses)

@@ -47,7 +47,9 @@ reasoning into answer text).
 What comes back per sample (verl's `reward_extra_info`; every sample carries the same keys, as verl
 requires): `acc` (the score), `rlvr_verifier`, `rlvr_status`, `rlvr_latency_ms` (None when never sent), and
 `rlvr_no_answer_region` (1 when the response has no answer region: its reasoning block never closes, e.g.
-cut by max_response_length). One 0/1 indicator per status (`rlvr_ok`, `rlvr_wrong`, `rlvr_parse_error`,
+cut by max_response_length), and `rlvr_domain` (`domain_of`: the row's `extra_info.domain`, which a
+mixture's rows carry, else its data_source; from it `rlvr train` derives per-domain step figures,
+rlvr_launch.runs.rollout_metrics). One 0/1 indicator per status (`rlvr_ok`, `rlvr_wrong`, `rlvr_parse_error`,
 `rlvr_timeout`, `rlvr_sandbox_error`, `rlvr_invalid_input`) is opt-in (`status_indicators: true`): each
 is derivable from `rlvr_status` (`status_indicators()`, `step_metrics()`, `rlvr diagnose`), while every
 per-sample column is shipped to the actor three times a step as a non-tensor column, which costs a small
@@ -124,7 +126,8 @@ ROUTE_TABLE: tuple[tuple[str, str], ...] = (
 JSON_GROUND_TRUTH = frozenset({"code", "countdown", "tool_call", "ifeval", "reasoning_gym"})
 UNROUTED = "unrouted"  # the metrics bucket of samples no verifier was found for
 NO_ANSWER_REGION = "rlvr_no_answer_region"
-EXTRA_KEYS = ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms", NO_ANSWER_REGION)
+DOMAIN = "rlvr_domain"
+EXTRA_KEYS = ("acc", "rlvr_verifier", "rlvr_status", "rlvr_latency_ms", NO_ANSWER_REGION, DOMAIN)
 STATUS_INDICATOR_KEYS = tuple(f"rlvr_{s}" for s in STATUSES)  # opt-in: BridgeConfig.status_indicators
 
 
@@ -273,12 +276,23 @@ def make_item(verifier: str, response: str, ground_truth: Any, extra: dict | Non
     return Item(response=response, ground_truth=ground_truth, extra=dict(extra or {}))
 
 
+def domain_of(extra_info: Any, data_source: Any, verifier: str) -> str:
+    """The row's domain for per-domain step figures: `extra_info.domain` (a mixture's rows carry their
+    part's name), else the row's data_source, else its verifier."""
+    named = extra_info.get("domain") if isinstance(extra_info, dict) else None
+    for value in (named, data_source):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return verifier
+
+
 def extra_info_for(
     verifier: str,
     verdict: Verdict,
     latency_s: float | None,
     no_answer_region: bool = False,
     status_indicators: bool = False,
+    domain: str | None = None,
 ) -> dict[str, Any]:
     """One sample's reward-extra columns: EXTRA_KEYS, then STATUS_INDICATOR_KEYS when opted in."""
     info: dict[str, Any] = {
@@ -289,6 +303,7 @@ def extra_info_for(
         # while one NaN would turn a whole data source's mean latency into NaN.
         "rlvr_latency_ms": 1000.0 * latency_s if latency_s is not None else None,
         NO_ANSWER_REGION: 1.0 if no_answer_region else 0.0,
+        DOMAIN: domain if domain is not None else verifier,
     }
     if status_indicators:
         info.update({k: v[0] for k, v in status_indicators_of([verdict.status]).items()})
@@ -534,11 +549,12 @@ class RlvrRewardManager(RewardManagerBase):
         ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
 
         verifier = route(data_source, ability, extra_info, self.bridge_config.routes)
+        domain = domain_of(extra_info, data_source, verifier or UNROUTED)
         if verifier is None:
             verdict = Verdict(
                 0.0, INVALID_INPUT, f"no verifier for data_source={data_source!r} ability={ability!r}"
             )
-            return self._answer(UNROUTED, verdict, None, valid_length, no_region)
+            return self._answer(UNROUTED, verdict, None, valid_length, no_region, domain)
         extra = {
             "data_source": data_source,
             "reasoning_tags": reasoning.tags_setting(self.reasoning_tags),
@@ -546,12 +562,12 @@ class RlvrRewardManager(RewardManagerBase):
         }
         item = make_item(verifier, response, ground_truth, extra)
         if isinstance(item, Verdict):
-            return self._answer(verifier, item, None, valid_length, no_region)
+            return self._answer(verifier, item, None, valid_length, no_region, domain)
         if self.bridge_config.rubric is not None:  # the rubric scores; the routed verifier is its component
             item.extra[ROUTED_KEY] = verifier
             verifier = self.bridge_config.rubric
         verdict, latency = await self._batcher.submit(verifier, item, no_region)
-        answer = self._answer(verifier, verdict, latency, valid_length, no_region)
+        answer = self._answer(verifier, verdict, latency, valid_length, no_region, domain)
         if (
             self.bridge_config.rubric is not None
         ):  # `acc` stays correctness (what dynamic sampling filters on)
@@ -565,10 +581,11 @@ class RlvrRewardManager(RewardManagerBase):
         latency: float | None,
         response_length: int,
         no_answer_region: bool = False,
+        domain: str | None = None,
     ) -> dict:
         # Every sample carries the same extra-info keys: verl builds its columns from the first one.
         info = extra_info_for(
-            verifier, verdict, latency, no_answer_region, self.bridge_config.status_indicators
+            verifier, verdict, latency, no_answer_region, self.bridge_config.status_indicators, domain
         )
         info.update(self.overlong.extra_info(response_length))
         if self._rubric is not None:  # None in every column for a sample the rubric never scored

@@ -35,6 +35,7 @@ from typing import Any
 from rlvr_launch.errors import UserError
 from rlvr_launch.pipelines import (
     distill,  # noqa: F401 - registers the `distill` kind (on-policy distillation)
+    filter,  # noqa: F401 - registers the `filter` kind (difficulty filtering, `rlvr filter`)
     thinking_stages,  # noqa: F401 - registers the Qwen3-style kinds (fusion, ...)
 )
 

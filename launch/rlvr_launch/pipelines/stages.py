@@ -17,6 +17,9 @@ Register another kind with `@stage_kind("name")` (one function; a module of its 
 - `eval`:   `rlvr eval` of input `model` (args: task, k, ...). Output `report`; metrics pass@1, ...
             For both, args.rollout (hf | vllm; `STAGE:args.rollout=vllm` on the command line) picks the
             server that generates, as `--rollout` does; unset, the platform's own.
+Kinds in modules of their own: `distill` (pipelines/distill.py), `filter` (pipelines/filter.py: `rlvr filter`
+of input `model` on the task's data or input `data`; output `data`), the Qwen3-style kinds
+(pipelines/thinking_stages.py).
 """
 
 from __future__ import annotations

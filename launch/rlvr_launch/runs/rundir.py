@@ -5,7 +5,7 @@
       recipe.json         the overrides the run was composed from (`rlvr train` args; a resume adds its own)
       metrics.jsonl       one JSON object per training step, keyed by verl's metric names
                           (`training/global_step`, `critic/score/mean`, `val-core/...`), merged over attempts
-      reward_curve.png    mean reward per step (and validation reward where measured)
+      reward_curve.png    mean reward per step (and validation reward where measured; per domain in a mixed run)
       checkpoints/        verl's checkpoints (trainer.default_local_dir); resume starts from the latest
       attempts/N.jsonl    raw metrics of attempt N as verl's file logger wrote them
       attempts/N.json     where attempt N started (the checkpointed step it resumed from)
@@ -222,14 +222,17 @@ class RunDir:
     def plot_reward_curve(
         self, rows: list[dict], title: str = "", labels: dict[str, str] | None = None
     ) -> Path | None:
-        """Reward per step, its moving average, and one line per validation data source, each labelled
-        with what it measures (`labels`: data source -> words, from the task recipe's rlvr.val_labels)."""
+        """Reward per step, its moving average, one training-reward line per domain in a run over several
+        (rlvr/domain/<domain>/reward_mean, runs.rollout_metrics), and one line per validation data source,
+        each labelled with what it measures (`labels`: data source -> words, from the task recipe's
+        rlvr.val_labels)."""
         train = [(r[STEP_KEY], r[REWARD_KEY]) for r in rows if _finite(r.get(REWARD_KEY))]
+        domains = domain_reward_series(rows)
         # verl names the validation score val-core/<data_source>/<acc|reward>/mean@<n>.
         val_keys = sorted({k for r in rows for k in r if k.startswith("val-core/")})
         vals = {key: [(r[STEP_KEY], r[key]) for r in rows if _finite(r.get(key))] for key in val_keys}
         vals = {k: v for k, v in vals.items() if v}
-        if not train and not vals:
+        if not train and not vals and not domains:
             return None
         import matplotlib
 
@@ -253,6 +256,17 @@ class RunDir:
             ax.plot(
                 xs, ys, color="#7f8c8d", linestyle=":", linewidth=2, label="format rate (rubric, sampled)"
             )
+        # a mixed run: the training reward of each domain's responses, per step
+        domain_colors = ["#16a085", "#d35400", "#2c3e50", "#f1c40f", "#7d3c98", "#a04000"]
+        for i, (domain, points) in enumerate(domains.items()):
+            xs, ys = zip(*points, strict=True)
+            ax.plot(
+                xs,
+                ys,
+                color=domain_colors[i % len(domain_colors)],
+                linewidth=1.5,
+                label=f"train reward: {domain} (sampled)",
+            )
         colors = ["#c0392b", "#e67e22", "#27ae60", "#8e44ad"]
         for i, (key, points) in enumerate(vals.items()):
             xs, ys = zip(*points, strict=True)
@@ -263,12 +277,28 @@ class RunDir:
         ax.set_ylabel("reward")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
+        if domains:  # a mixed run's many lines: the legend below the axes, where it hides none of them
+            fig.set_size_inches(7, 5)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7, frameon=False)
+        else:
+            ax.legend(loc="lower right", fontsize=8)
         ax.set_title(title or self.path.name, fontsize=10)
         fig.tight_layout()
         fig.savefig(self.curve_path)
         plt.close(fig)
         return self.curve_path
+
+
+def domain_reward_series(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """A mixed run's training reward per domain and step (rlvr/domain/<domain>/reward_mean, which
+    runs.rollout_metrics derives from the rollout dumps); empty for a run with one domain."""
+    from rlvr_launch.runs.rollout_metrics import split_domain_key
+
+    keys = sorted({k for r in rows for k in r if (split_domain_key(k) or ("", ""))[1] == "reward_mean"})
+    if len(keys) < 2:
+        return {}
+    series = {split_domain_key(k)[0]: [(r[STEP_KEY], r[k]) for r in rows if _finite(r.get(k))] for k in keys}
+    return {domain: points for domain, points in series.items() if points}
 
 
 def _finite(value) -> bool:

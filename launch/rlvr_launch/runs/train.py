@@ -29,6 +29,7 @@ from rlvr_launch.recipes import (
     recipe_checks,
 )
 from rlvr_launch.recipes.compose import _override_key, merge_overrides
+from rlvr_launch.runs import mix as task_mix  # registers the `mix` composition check (rlvr.mix)
 from rlvr_launch.runs import placement
 from rlvr_launch.runs.rundir import REWARD_KEY, STEP_KEY, RunDir, iter_new_lines
 
@@ -269,6 +270,7 @@ def prepare(cfg) -> None:
     if embedded.ADDITION in wanted:
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
         embedded.ensure_addition_trained_data(Path(cfg.rlvr.data_dir))
+    task_mix.prepare(cfg, log=log)  # a recipe's rlvr.mix -> ${rlvr.data_dir}/mix (runs/mix.py)
     task = str(cfg.rlvr.get("task") or "")
     tokenizer = None
     kept_train = 0

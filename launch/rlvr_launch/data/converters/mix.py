@@ -13,11 +13,15 @@ unified (a key one part lacks is null), which verl's dataset loader needs to con
 parts' files in data.train_files fails in verl when their columns differ.
 
 Refused (one line naming the problem): an unknown part (no such task folder), a weight that is not a positive
-number, a row whose verifier is not registered (a domain whose verifier does not exist).
+finite number, a row whose verifier is not registered (a domain whose verifier does not exist).
+
+A recipe declares the same mixture as `rlvr.mix: {TASK: WEIGHT, ...}`; `rlvr train` checks it at composition
+and builds it with this converter (rlvr_launch/runs/mix.py).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from pathlib import Path
@@ -54,8 +58,10 @@ def parse_spec(spec: str) -> list[tuple[str, Path, float]]:
             raise UserError(
                 f"--source mix:{spec}: weight {weight_text!r} of {name} is not a number"
             ) from None
-        if not weight > 0:
-            raise UserError(f"--source mix:{spec}: weight of {name} must be positive, got {weight_text}")
+        if not (weight > 0 and math.isfinite(weight)):
+            raise UserError(
+                f"--source mix:{spec}: weight of {name} must be positive and finite, got {weight_text}"
+            )
         folder = Path(name).expanduser() if ("/" in name or name.startswith(".")) else _data_dir() / name
         if not (folder / "train.parquet").is_file():
             raise UserError(
