@@ -1,10 +1,15 @@
-"""Chaos (issue 35, item 3): SIGKILL a process of a real `rlvr train` run at a random point of a step.
+"""Chaos (issue 35, item 3): kill a process of a real `rlvr train` run at a random point of a step.
 
 - the FSDP worker (`ray::WorkerDict`), then, in the restarted attempt, the `hf` rollout server
-  (`ray::HFServer`): the run restarts itself from its newest checkpoint each time (rlvr.restart) and
-  ends with every step exactly once, every sample of every step scored, both causes named;
-- the driver (`rlvr train` itself): nothing in the run can survive that; its Ray goes with it, and
-  `rlvr train --run-dir DIR` resumes, naming the previous attempt's end.
+  (`ray::HFServer`): the run restarts itself from its newest checkpoint each time (rlvr.restart);
+  then, in the third attempt, a verifier pool actor (`ray::VerifierActor`; the run's pool scores every
+  sample in its actors: quick_in_caller=false): the pool re-sends its items to a new actor, no restart.
+  The run ends with every step exactly once, every sample of every step scored by the pool (or an
+  explicit, counted failure status), both restarts' causes named;
+- the driver (`rlvr train` itself), in one run: SIGTERM (`kill`, Kubernetes, `rlvr stop`) ends it
+  cleanly (exit 143, the attempt recorded `stopped by SIGTERM`); resumed, SIGKILL, which nothing in the
+  run can survive (its Ray goes with it); resumed again, it finishes, each resume naming how the attempt
+  before it ended.
 
 Each leaves no process of the run and no orphaned /dev/shm segment behind. Real processes, slow.
 """
@@ -80,15 +85,26 @@ def _wait_for_step(proc: subprocess.Popen, run_dir: Path, attempt: int, step_at_
     pytest.fail(f"attempt {attempt} never logged step {step_at_least}")
 
 
+def _titled(driver: int, title: str) -> list[psutil.Process]:
+    """The driver's descendants whose process title starts with `title`."""
+    out = []
+    for proc in psutil.Process(driver).children(recursive=True):
+        try:
+            if proc.cmdline() and proc.cmdline()[0].startswith(title):
+                out.append(proc)
+        except psutil.Error:
+            continue
+    return out
+
+
 def _kill_in_a_step(driver: int, title: str, rng: random.Random) -> str:
     """SIGKILL the driver's descendant whose process title starts with `title`, at a random point of
     the step under way (0-1 s after the previous step's row: a step takes ~1-3 s here)."""
     time.sleep(rng.uniform(0.0, 1.0))
-    for proc in psutil.Process(driver).children(recursive=True):
+    for proc in _titled(driver, title):
         try:
-            if proc.cmdline() and proc.cmdline()[0].startswith(title):
-                proc.kill()
-                return f"{title} pid {proc.pid}"
+            proc.kill()
+            return f"{title} pid {proc.pid}"
         except psutil.Error:
             continue
     pytest.fail(f"no process titled {title} under the driver")
@@ -111,7 +127,12 @@ def _orphaned_segments(before: set[Path]) -> set[Path]:
     return (shm.present_segments() - before) - shm.segments_in_use()
 
 
-def _assert_complete(run_dir: Path, steps: int) -> None:
+def _assert_complete(run_dir: Path, steps: int, by_the_pool: bool = False) -> None:
+    """Steps 1..steps logged exactly once, each with all its samples scored; `by_the_pool`: each sample
+    scored in a pool actor (its latency measured there) or given an explicit failure status the step
+    counts (the pool's `sandbox_error` for an item whose actor died under it alone, `timeout`)."""
+    from rlvr_verifiers.base import SANDBOX_ERROR, STATUSES, TIMEOUT
+
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["training/global_step"] for r in rows] == list(range(1, steps + 1)), "each step exactly once"
     for step in range(1, steps + 1):
@@ -120,9 +141,19 @@ def _assert_complete(run_dir: Path, steps: int) -> None:
         ]
         assert len(samples) == BATCH * GROUP, f"step {step}: {len(samples)} samples dumped"
         assert all(math.isfinite(float(s["score"])) and 0 <= float(s["score"]) <= 1 for s in samples), step
+        assert all(s["rlvr_status"] in STATUSES for s in samples), step
+        if by_the_pool:
+            unscored = [
+                s
+                for s in samples
+                if s["rlvr_latency_ms"] is None and s["rlvr_status"] not in (SANDBOX_ERROR, TIMEOUT)
+            ]
+            assert unscored == [], (
+                f"step {step}: samples neither scored by the pool nor failed: {unscored[:2]}"
+            )
 
 
-def test_a_killed_fsdp_worker_and_a_killed_rollout_server_are_restarted_from_the_checkpoint(
+def test_a_killed_fsdp_worker_and_rollout_server_are_restarted_and_a_killed_pool_actor_replaced(
     tmp_path, ray_root
 ):
     from rlvr_cluster import shm
@@ -131,15 +162,31 @@ def test_a_killed_fsdp_worker_and_a_killed_rollout_server_are_restarted_from_the
     rng = random.Random(int(os.environ.get("RLVR_CHAOS_SEED", time.time())))
     segments_before = shm.present_segments()
     run_dir = tmp_path / "run"
-    proc = _start(run_dir, ray_root, "trainer.total_training_steps=10", "rlvr.restart.max_restarts=2")
+    # The demo's math verifier decides exact answers in the caller; off, every sample goes to the pool's
+    # actor (one, cpu_demo's num_actors), so that the pool actor killed below holds the step's scoring.
+    proc = _start(
+        run_dir,
+        ray_root,
+        "trainer.total_training_steps=10",
+        "rlvr.restart.max_restarts=2",
+        "reward.reward_kwargs.rlvr.pool.quick_in_caller=false",
+    )
     killed = []
     _wait_for_step(proc, run_dir, attempt=1, step_at_least=2)
     killed.append(_kill_in_a_step(proc.pid, "ray::WorkerDict", rng))
     _wait_for_step(proc, run_dir, attempt=2, step_at_least=1)
     killed.append(_kill_in_a_step(proc.pid, "ray::HFServer", rng))
+    # Attempt 3 resumes at step <= 5 (attempt 2 was killed within 1 s of its first row): >= 5 steps left.
+    _wait_for_step(proc, run_dir, attempt=3, step_at_least=1)
+    first_row = max(_logged_steps(run_dir, 3))
+    pool_pids = {p.pid for p in _titled(proc.pid, "ray::VerifierActor")}
+    killed.append(_kill_in_a_step(proc.pid, "ray::VerifierActor", rng))
+    _wait_for_step(proc, run_dir, attempt=3, step_at_least=first_row + 2)
+    # The pool replaced its actor (a new process) and the run went on in the same attempt.
+    assert {p.pid for p in _titled(proc.pid, "ray::VerifierActor")} - pool_pids, killed
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, f"killed {killed}\n{out[-4000:]}"
-    _assert_complete(run_dir, 10)
+    _assert_complete(run_dir, 10, by_the_pool=True)
     records = attempt_records(run_dir / "attempts")
     assert len(records) == 3, (killed, records)
     for record in records[1:]:
@@ -150,31 +197,64 @@ def test_a_killed_fsdp_worker_and_a_killed_rollout_server_are_restarted_from_the
     assert _orphaned_segments(segments_before) == set()
 
 
-def test_a_killed_driver_leaves_nothing_running_and_the_same_run_dir_resumes(tmp_path, ray_root):
+def _ended_mid_run(run_dir: Path, attempt: int, steps: int) -> None:
+    """The signal landed mid-run: the attempt logged fewer than all `steps` (else the next start would
+    find the run complete and record no attempt; CI saw that with 4 steps)."""
+    logged = _logged_steps(run_dir, attempt)
+    assert logged and max(logged) < steps, f"attempt {attempt} logged {sorted(logged)} of {steps} steps"
+
+
+def _gone(ray_root: str) -> None:
+    deadline = time.time() + 60
+    while _leftovers(ray_root) and time.time() < deadline:
+        time.sleep(0.5)
+    assert _leftovers(ray_root) == [], "processes of the run outlived its driver"
+
+
+def test_a_driver_stopped_by_sigterm_then_killed_leaves_nothing_running_and_resumes(tmp_path, ray_root):
     from rlvr_cluster import shm
     from rlvr_launch.runs.restart import attempt_records
 
     rng = random.Random(int(os.environ.get("RLVR_CHAOS_SEED", time.time())))
     segments_before = shm.present_segments()
     run_dir = tmp_path / "run"
-    proc = _start(run_dir, ray_root, "trainer.total_training_steps=4")
+    # 8 steps: attempt 1 is stopped within 1 s of its step-2 row, attempt 2 within 1 s of its first row
+    # (step <= 4): each signal lands with >= 3 steps (>= 1 s each) still to go.
+    steps = 8
+    proc = _start(run_dir, ray_root, f"trainer.total_training_steps={steps}")
     _wait_for_step(proc, run_dir, attempt=1, step_at_least=2)
-    time.sleep(rng.uniform(0.0, 2.0))
-    os.kill(proc.pid, signal.SIGKILL)  # the driver alone: its Ray must not outlive it
-    proc.communicate(timeout=60)
-    deadline = time.time() + 60
-    while _leftovers(ray_root) and time.time() < deadline:
-        time.sleep(0.5)
-    assert _leftovers(ray_root) == [], "processes of the run outlived its driver"
-    again = _start(run_dir, ray_root, "trainer.total_training_steps=4")
-    out, _ = again.communicate(timeout=900)
-    assert again.returncode == 0, out[-4000:]
-    _assert_complete(run_dir, 4)
+    time.sleep(rng.uniform(0.0, 1.0))
+    os.kill(proc.pid, signal.SIGTERM)  # what `kill` and Kubernetes send: a clean stop, not a crash
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, out[-4000:]
+    assert "stopped by SIGTERM; `rlvr train --run-dir" in out
+    _ended_mid_run(run_dir, 1, steps)
+    record = attempt_records(run_dir / "attempts")[0]
+    assert record["status"] == 143 and record["cause"] == "stopped by SIGTERM" and not record["restartable"]
+    assert _leftovers(ray_root) == [], "processes of the run outlived its driver's SIGTERM"
+    assert _orphaned_segments(segments_before) == set()
+
+    again = _start(run_dir, ray_root)  # the run's own recipe (recipe.json)
+    _wait_for_step(again, run_dir, attempt=2, step_at_least=1)
+    time.sleep(rng.uniform(0.0, 1.0))
+    os.kill(again.pid, signal.SIGKILL)  # the driver alone: its Ray must not outlive it
+    resumed_out, _ = again.communicate(timeout=60)
+    _ended_mid_run(run_dir, 2, steps)
+    _gone(ray_root)
+
+    last = _start(run_dir, ray_root)
+    out, _ = last.communicate(timeout=900)
+    assert last.returncode == 0, out[-4000:]
+    _assert_complete(run_dir, steps)
     records = attempt_records(run_dir / "attempts")
-    # A person's resume, not an automatic restart (none counted against rlvr.restart), naming the end.
-    assert len(records) == 2 and "driver died" in records[1]["resumed_after"], records
-    assert "restart_of" not in records[1]
+    # Two resumes by hand, none an automatic restart (none counted against rlvr.restart), each naming
+    # how the attempt before it ended.
+    assert len(records) == 3, records
+    assert records[1]["resumed_after"] == "stopped by SIGTERM", records
+    assert "driver died" in records[2]["resumed_after"], records
+    assert not any("restart_of" in r for r in records), records
     assert "the previous attempt ended: the previous attempt's driver died" in out
-    assert "2 attempts, 0 restarts: attempt 2 resumed by hand after" in out
+    assert "the previous attempt ended: stopped by SIGTERM" in resumed_out
+    assert "3 attempts, 0 restarts: attempt 2 resumed by hand after: stopped by SIGTERM; attempt 3" in out
     assert _leftovers(ray_root) == []
     assert _orphaned_segments(segments_before) == set()
