@@ -31,6 +31,8 @@ import psutil
 import pytest
 from loopback_ray import sweep as _sweep
 
+from rlvr_launch.runs.rundir import RunDir
+
 pytestmark = pytest.mark.slow
 
 # The small recipe of test_train_e2e: a few seconds a step on 2 cores; a checkpoint every step so a
@@ -67,22 +69,23 @@ def _start(run_dir: Path, ray_root: str, *overrides: str) -> subprocess.Popen:
 
 
 def _logged_steps(run_dir: Path, attempt: int) -> set[int]:
-    from rlvr_launch.runs.rundir import RunDir
-
     return set(RunDir.read_attempt(run_dir / "attempts" / f"{attempt}.jsonl"))
 
 
-def _wait_for_step(proc: subprocess.Popen, run_dir: Path, attempt: int, step_at_least: int) -> None:
+def _wait_for_rows(proc: subprocess.Popen, run_dir: Path, attempt: int, rows: int) -> int:
+    """Wait until the attempt logged `rows` steps (its first row's step time holds its warm-up: the
+    second one is a step like the others); returns its newest step."""
     deadline = time.time() + 900
     while time.time() < deadline:
-        if any(s >= step_at_least for s in _logged_steps(run_dir, attempt)):
-            return
+        logged = _logged_steps(run_dir, attempt)
+        if len(logged) >= rows:
+            return max(logged)
         if proc.poll() is not None:
             pytest.fail(
-                f"the run ended before attempt {attempt} logged step {step_at_least}:\n{proc.stdout.read()[-3000:]}"
+                f"the run ended before attempt {attempt} logged {rows} steps:\n{proc.stdout.read()[-3000:]}"
             )
         time.sleep(0.2)
-    pytest.fail(f"attempt {attempt} never logged step {step_at_least}")
+    pytest.fail(f"attempt {attempt} never logged {rows} steps")
 
 
 def _titled(driver: int, title: str) -> list[psutil.Process]:
@@ -97,10 +100,19 @@ def _titled(driver: int, title: str) -> list[psutil.Process]:
     return out
 
 
-def _kill_in_a_step(driver: int, title: str, rng: random.Random) -> str:
+def _into_the_step(run_dir: Path, attempt: int, rng: random.Random) -> None:
+    """Sleep to a random point of the step under way: up to one step time (the attempt's last row's
+    `timing_s/step`: 0.3 s on a quiet 2-core machine, 2-3 s under load) after the previous step's row.
+    So a signal lands within a step or so of the row it followed, however fast the machine."""
+    rows = RunDir.read_attempt(run_dir / "attempts" / f"{attempt}.jsonl")
+    step_s = float(rows[max(rows)].get("timing_s/step", 1.0)) if rows else 1.0
+    time.sleep(rng.uniform(0.0, step_s))
+
+
+def _kill_in_a_step(driver: int, title: str, rng: random.Random, run_dir: Path, attempt: int) -> str:
     """SIGKILL the driver's descendant whose process title starts with `title`, at a random point of
-    the step under way (0-1 s after the previous step's row: a step takes ~1-3 s here)."""
-    time.sleep(rng.uniform(0.0, 1.0))
+    the step under way."""
+    _into_the_step(run_dir, attempt, rng)
     for proc in _titled(driver, title):
         try:
             proc.kill()
@@ -167,26 +179,28 @@ def test_a_killed_fsdp_worker_and_rollout_server_are_restarted_and_a_killed_pool
     proc = _start(
         run_dir,
         ray_root,
-        "trainer.total_training_steps=10",
+        "trainer.total_training_steps=14",
         "rlvr.restart.max_restarts=2",
-        "reward.reward_kwargs.rlvr.pool.quick_in_caller=false",
+        "+reward.reward_kwargs.rlvr.pool.quick_in_caller=false",
     )
     killed = []
-    _wait_for_step(proc, run_dir, attempt=1, step_at_least=2)
-    killed.append(_kill_in_a_step(proc.pid, "ray::WorkerDict", rng))
-    _wait_for_step(proc, run_dir, attempt=2, step_at_least=1)
-    killed.append(_kill_in_a_step(proc.pid, "ray::HFServer", rng))
-    # Attempt 3 resumes at step <= 5 (attempt 2 was killed within 1 s of its first row): >= 5 steps left.
-    _wait_for_step(proc, run_dir, attempt=3, step_at_least=1)
-    first_row = max(_logged_steps(run_dir, 3))
+    _wait_for_rows(proc, run_dir, attempt=1, rows=2)
+    killed.append(_kill_in_a_step(proc.pid, "ray::WorkerDict", rng, run_dir, 1))
+    _wait_for_rows(proc, run_dir, attempt=2, rows=2)
+    killed.append(_kill_in_a_step(proc.pid, "ray::HFServer", rng, run_dir, 2))
+    # Each kill lands within a step time of a row: attempt 1 logged <= 3, attempt 2 resumed at <= 3 and
+    # logged <= 6, attempt 3 resumes at <= 6; its pool actor is killed after its second row (<= 8), and
+    # the check below runs at a row <= 11 of 14, while the run goes on.
+    _wait_for_rows(proc, run_dir, attempt=3, rows=2)
     pool_pids = {p.pid for p in _titled(proc.pid, "ray::VerifierActor")}
-    killed.append(_kill_in_a_step(proc.pid, "ray::VerifierActor", rng))
-    _wait_for_step(proc, run_dir, attempt=3, step_at_least=first_row + 2)
+    killed.append(_kill_in_a_step(proc.pid, "ray::VerifierActor", rng, run_dir, 3))
+    # Two rows after the kill: at least one step's scoring began after it.
+    _wait_for_rows(proc, run_dir, attempt=3, rows=len(_logged_steps(run_dir, 3)) + 2)
     # The pool replaced its actor (a new process) and the run went on in the same attempt.
     assert {p.pid for p in _titled(proc.pid, "ray::VerifierActor")} - pool_pids, killed
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, f"killed {killed}\n{out[-4000:]}"
-    _assert_complete(run_dir, 10, by_the_pool=True)
+    _assert_complete(run_dir, 14, by_the_pool=True)
     records = attempt_records(run_dir / "attempts")
     assert len(records) == 3, (killed, records)
     for record in records[1:]:
@@ -218,12 +232,12 @@ def test_a_driver_stopped_by_sigterm_then_killed_leaves_nothing_running_and_resu
     rng = random.Random(int(os.environ.get("RLVR_CHAOS_SEED", time.time())))
     segments_before = shm.present_segments()
     run_dir = tmp_path / "run"
-    # 8 steps: attempt 1 is stopped within 1 s of its step-2 row, attempt 2 within 1 s of its first row
-    # (step <= 4): each signal lands with >= 3 steps (>= 1 s each) still to go.
-    steps = 8
+    # 10 steps: attempt 1 is stopped within a step time of its second row (logged <= 3), attempt 2 within
+    # one of its second row (resumed at <= 3, logged <= 6): each signal lands with >= 4 steps to go.
+    steps = 10
     proc = _start(run_dir, ray_root, f"trainer.total_training_steps={steps}")
-    _wait_for_step(proc, run_dir, attempt=1, step_at_least=2)
-    time.sleep(rng.uniform(0.0, 1.0))
+    _wait_for_rows(proc, run_dir, attempt=1, rows=2)
+    _into_the_step(run_dir, 1, rng)
     os.kill(proc.pid, signal.SIGTERM)  # what `kill` and Kubernetes send: a clean stop, not a crash
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out[-4000:]
@@ -235,8 +249,8 @@ def test_a_driver_stopped_by_sigterm_then_killed_leaves_nothing_running_and_resu
     assert _orphaned_segments(segments_before) == set()
 
     again = _start(run_dir, ray_root)  # the run's own recipe (recipe.json)
-    _wait_for_step(again, run_dir, attempt=2, step_at_least=1)
-    time.sleep(rng.uniform(0.0, 1.0))
+    _wait_for_rows(again, run_dir, attempt=2, rows=2)
+    _into_the_step(run_dir, 2, rng)
     os.kill(again.pid, signal.SIGKILL)  # the driver alone: its Ray must not outlive it
     resumed_out, _ = again.communicate(timeout=60)
     _ended_mid_run(run_dir, 2, steps)

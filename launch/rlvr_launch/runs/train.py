@@ -954,5 +954,12 @@ def _attempt(
             ray.shutdown()
         if ray_temp_dir:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
+        if started_ray or failure is not None:
+            # The in-driver TaskRunner's reward manager (rlvr.task_runner: driver) left this process a cached
+            # verifier pool client holding the stopped Ray's actor handles: the next attempt's must be new
+            # (else "Can't find actor ... from a different cluster", found by test_chaos's pool kill).
+            from rlvr_verifiers.pool import forget_pools
+
+            forget_pools()
         if attempt_json is not None:
             restart.record_end(attempt_json, status, failure)
