@@ -134,9 +134,18 @@ def _leftovers(ray_root: str) -> list[str]:
 
 
 def _orphaned_segments(before: set[Path]) -> set[Path]:
+    """Segments that appeared since `before` and that no live process holds. The machine is shared: a
+    segment another run is creating or removing (its vLLM's `psm_*` queues) shows up unheld for a moment,
+    so only those still there, unheld, 30 s on count (a leak of this run's stays: nothing is left to
+    remove it)."""
     from rlvr_cluster import shm
 
-    return (shm.present_segments() - before) - shm.segments_in_use()
+    deadline = time.time() + 30
+    while True:
+        orphans = (shm.present_segments() - before) - shm.segments_in_use()
+        if not orphans or time.time() > deadline:
+            return orphans
+        time.sleep(1)
 
 
 def _assert_complete(run_dir: Path, steps: int, by_the_pool: bool = False) -> None:
