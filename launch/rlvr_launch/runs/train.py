@@ -851,9 +851,8 @@ def _attempt(
     attempt_json = None
     status, failure = 1, None
     try:
-        _sigterm["raise_now"] = (
-            True  # then the check: a SIGTERM noted before this raises here, one after it in the handler
-        )
+        # Raise from now on, then look: a SIGTERM noted before this raises here, one after it in the handler.
+        _sigterm["raise_now"] = True
         if _sigterm["received"]:
             raise Terminated("stopped by SIGTERM")
         resume_from, newest = rd.resume_point()
