@@ -103,6 +103,25 @@ def test_an_attempt_whose_driver_died_is_named_by_the_next(tmp_path):
     assert restart.unfinished_previous(attempts) is None
 
 
+def test_an_attempt_stopped_by_a_signal_is_named_but_is_no_failure(tmp_path):
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+    assert restart.stopped_previous(attempts) is None
+    (attempts / "1.json").write_text(json.dumps({"resume_from": 0}))
+    restart.record_start(attempts / "1.json")
+    assert restart.stopped_previous(attempts) is None  # no end recorded: its driver died
+    restart.record_end(attempts / "1.json", 143)
+    record = restart.attempt_records(attempts)[0]
+    assert record["cause"] == "stopped by SIGTERM" and record["restartable"] is False
+    # Named by the next attempt, never counted as a failure (nor against the restart budget).
+    assert restart.stopped_previous(attempts) == "stopped by SIGTERM"
+    assert restart.unfinished_previous(attempts) is None
+    restart.record_end(attempts / "1.json", 130)
+    assert restart.stopped_previous(attempts) == "stopped by SIGINT (Ctrl-C)"
+    restart.record_end(attempts / "1.json", 1, classify(rex.ActorDiedError()))
+    assert restart.stopped_previous(attempts) is None
+
+
 def test_the_recipe_keys_are_checked():
     cfg = OmegaConf.create({"rlvr": {"restart": {"max_restarts": 2, "window_s": 3600}}})
     assert RestartPolicy.from_config(cfg) == RestartPolicy(2, 3600.0)

@@ -17,15 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from loopback_ray import free_ports, remove_tree, start_head
+from loopback_ray import _processes_mentioning, free_ports, remove_tree, start_head
 
 RLVR = str(Path(sys.executable).with_name("rlvr"))
 SECRET_NAME = "RLVR_TEST_SECRET"
 SECRET_VALUE = "tok-3f9c2e71d8a54b0c-never-print-me"
 TWO_STEPS = ["experiment=cpu_demo", "trainer.total_training_steps=2"]
-# The default experiment (cpu_demo) without naming it: the job must still carry its composed name.
-DEFAULT_TWO_STEPS = ["trainer.total_training_steps=2"]
 
 pytestmark = pytest.mark.slow
 
@@ -75,38 +74,89 @@ def _api(head, path: str):
         return json.loads(response.read())
 
 
-def test_submit_follow_trains_and_leaves_metrics(head, tmp_path):
+# The default experiment (cpu_demo) without naming it: the job must still carry its composed name.
+# Enough steps that an FSDP worker killed after the job's second step row dies mid-run (a step takes
+# 0.3-3 s here), and a checkpoint every step for the restart to resume from.
+JOB_STEPS = 6
+RESTARTED_JOB = [f"trainer.total_training_steps={JOB_STEPS}", "trainer.save_freq=1"]
+
+
+def _kill_a_job_worker_mid_run(head, run_dir: Path, follower: subprocess.Popen) -> str:
+    """SIGKILL the job's FSDP worker (`ray::WorkerDict`, a worker of the head's raylet) within one step
+    time of the job's second step row (issue 35: a restart inside a real Ray job)."""
+    from rlvr_launch.runs.rundir import RunDir
+
+    rows: dict = {}
+    deadline = time.monotonic() + 600
+    while len(rows) < 2:
+        assert follower.poll() is None, (
+            f"the job ended before its second step:\n{follower.stderr.read()[-3000:]}"
+        )
+        assert time.monotonic() < deadline, "the job never logged two steps"
+        time.sleep(0.2)
+        rows = RunDir.read_attempt(run_dir / "attempts" / "1.jsonl")
+    time.sleep(float(rows[max(rows)].get("timing_s/step", 1.0)) * 0.5)
+    for parent in _processes_mentioning(str(head.root)):
+        for proc in parent.children(recursive=True):
+            try:
+                if proc.cmdline() and proc.cmdline()[0].startswith("ray::WorkerDict"):
+                    proc.kill()
+                    return f"ray::WorkerDict pid {proc.pid}"
+            except psutil.Error:
+                continue
+    raise AssertionError("no ray::WorkerDict process under the head")
+
+
+def test_submit_follow_trains_and_leaves_metrics_and_restarts_inside_the_job(head, tmp_path):
     run_dir = tmp_path / "run"
     started = time.monotonic()
-    out = rlvr(
-        head,
-        "submit",
-        "--address",
-        head.dashboard_url,
-        "--follow",
-        "--run-dir",
-        str(run_dir),
-        "--secret-env",
-        SECRET_NAME,
-        "--env",
-        "RLVR_TEST_PLAIN=visible",
-        *DEFAULT_TWO_STEPS,
-        extra_env={SECRET_NAME: SECRET_VALUE},
+    env = head.client_env()
+    env[SECRET_NAME] = SECRET_VALUE
+    follower = subprocess.Popen(
+        [
+            RLVR,
+            "submit",
+            "--address",
+            head.dashboard_url,
+            "--follow",
+            "--run-dir",
+            str(run_dir),
+            "--secret-env",
+            SECRET_NAME,
+            "--env",
+            "RLVR_TEST_PLAIN=visible",
+            *RESTARTED_JOB,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    # An FSDP worker dies mid-run: the job's driver restarts the attempt on the job's cluster (ray.shutdown,
+    # then ray.init again) from the newest checkpoint, and the job succeeds.
+    killed = _kill_a_job_worker_mid_run(head, run_dir, follower)
+    stdout, stderr = follower.communicate(timeout=900)
+    out = subprocess.CompletedProcess(follower.args, follower.returncode, stdout, stderr)
     elapsed = time.monotonic() - started
-    print(f"rlvr submit --follow, 2 CPU steps: {elapsed:.1f} s wall")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    print(f"rlvr submit --follow, {JOB_STEPS} CPU steps with one restart: {elapsed:.1f} s wall")
+    assert out.returncode == 0, killed + "\n" + out.stdout[-3000:] + out.stderr[-3000:]
     assert "SUCCEEDED" in out.stderr
     job_id = _job_id(out.stdout)
 
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     trained = [r for r in rows if int(r.get("training/global_step", 0)) > 0]
-    assert [int(r["training/global_step"]) for r in trained] == [1, 2], rows
+    assert [int(r["training/global_step"]) for r in trained] == list(range(1, JOB_STEPS + 1)), rows
     assert all("critic/score/mean" in r for r in trained)
     assert (run_dir / "reward_curve.png").is_file()
     assert (run_dir / "config.yaml").is_file()
+    from rlvr_launch.runs.restart import attempt_records
+
+    records = attempt_records(run_dir / "attempts")
+    assert len(records) == 2, (killed, records)
+    assert "WorkerDict" in records[1]["restart_of"] and records[0]["restartable"], records
+    assert records[1]["status"] == 0, records
     # the submitted overrides, stored so that a resume (another job, or rlvr train --run-dir) keeps them
-    assert json.loads((run_dir / "recipe.json").read_text())["overrides"] == DEFAULT_TWO_STEPS
+    assert json.loads((run_dir / "recipe.json").read_text())["overrides"] == RESTARTED_JOB
 
     # The secret reached the job but is printed nowhere: not by submit, status, logs or the metadata.
     info = _api(head, f"/api/jobs/{job_id}")

@@ -228,10 +228,20 @@ def record_start(attempt_json: Path, restart_of: str | None = None, resumed_afte
     _update(attempt_json, **fields)
 
 
+# Exit statuses of an attempt stopped on purpose by a signal (128 + the signal's number, as a shell
+# reports it): Ctrl-C and `kill` / Kubernetes stopping the pod / `rlvr stop`. Not failures: never counted
+# against the restart budget, but named when the run is resumed.
+STOPPED_BY = {130: "SIGINT (Ctrl-C)", 143: "SIGTERM"}
+
+
 def record_end(attempt_json: Path, status: int, failure: Failure | None = None) -> None:
     fields: dict = {"ended": time.time(), "status": int(status)}
     if failure is not None:
         fields.update(cause=failure.cause, restartable=failure.restartable, reason=failure.reason)
+    elif int(status) in STOPPED_BY:
+        fields.update(
+            cause=f"stopped by {STOPPED_BY[int(status)]}", restartable=False, reason="stopped on purpose"
+        )
     _update(attempt_json, **fields)
 
 
@@ -244,9 +254,19 @@ def unfinished_previous(attempts_dir: Path) -> str | None:
     last = records[-1]
     if "ended" not in last:
         return "the previous attempt's driver died without recording an end (killed, or its node lost)"
-    if int(last.get("status", 0)) not in (0, 130):
+    if int(last.get("status", 0)) not in (0, *STOPPED_BY):
         return str(last.get("cause") or f"the previous attempt failed with status {last.get('status')}")
     return None
+
+
+def stopped_previous(attempts_dir: Path) -> str | None:
+    """`stopped by SIGTERM` when the last attempt was stopped on purpose by a signal (its status 130 or
+    143): a resume names it, but it is no failure (unfinished_previous: None). None otherwise."""
+    records = attempt_records(attempts_dir)
+    if not records or "ended" not in records[-1]:
+        return None
+    status = int(records[-1].get("status", 0))
+    return f"stopped by {STOPPED_BY[status]}" if status in STOPPED_BY else None
 
 
 def summary(attempts_dir: Path) -> str | None:

@@ -16,6 +16,7 @@ import copy
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -656,6 +657,49 @@ def reward_summary(rewards: list[tuple[int, float]]) -> str:
     return f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f} over {len(rewards)} steps"
 
 
+# --- SIGTERM ----------------------------------------------------------------------------------------
+
+
+class Terminated(BaseException):
+    """SIGTERM reached `rlvr train` (`kill`, Kubernetes stopping its pod, `rlvr stop`'s first signal).
+
+    A BaseException, like Ctrl-C's KeyboardInterrupt, so that no `except Exception` in verl or rlvr
+    swallows it: the attempt ends as Ctrl-C ends it (private Ray stopped, the attempt recorded as
+    `stopped by SIGTERM`), and the command exits 128 + 15 = 143, as a shell reports a process that
+    SIGTERM ended."""
+
+
+SIGTERM_STATUS = 128 + signal.SIGTERM
+# `raise_now`: whether the handler raises Terminated where the main thread is (the body of an attempt),
+# or only notes it (cleanup, finalizing: cut short, it would leave Ray's processes or an attempt record
+# without its end); `received`: a SIGTERM arrived (then no further attempt starts).
+_sigterm = {"received": False, "raise_now": False}
+
+
+def _on_sigterm(signum, frame) -> None:
+    first = not _sigterm["received"]
+    _sigterm["received"] = True
+    if first and _sigterm["raise_now"]:
+        _sigterm["raise_now"] = False  # once: a second SIGTERM must not cut the cleanup short
+        raise Terminated("stopped by SIGTERM")
+
+
+def handle_sigterm() -> None:
+    """Make SIGTERM rlvr's (`_on_sigterm`). Called when the run starts and again after every ray.init:
+    Ray's driver installs its own handler there (sys.exit(15) from wherever the main thread is, after
+    which the process aborted in Ray's teardown: rc -6, the attempt recorded as a crash)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _stopped_by_sigterm(rd: RunDir) -> int:
+    log(
+        f"stopped by SIGTERM; `rlvr train --run-dir {rd.path}` resumes from its latest checkpoint with the "
+        "same recipe"
+    )
+    return SIGTERM_STATUS
+
+
 def run_training(
     cfg, run_dir: Path | str, *, verbose: bool = False, overrides: list[str] | None = None
 ) -> int:
@@ -674,6 +718,9 @@ def run_training(
     rd.acquire()
     status = 1
     started = time.time()
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    _sigterm.update(received=False, raise_now=True)
+    handle_sigterm()
     try:
         policy = restart.RestartPolicy.from_config(cfg)
         total = int(cfg.trainer.total_training_steps or 0)
@@ -690,7 +737,8 @@ def run_training(
             )
             return status
         restart_of = previous if automatic else None
-        resumed_after = previous if not automatic else None
+        # After a failure or a driver that died: its cause; after an attempt stopped by a signal: that.
+        resumed_after = None if automatic else previous or restart.stopped_previous(rd.attempts_dir)
         if resumed_after:
             log(f"the previous attempt ended: {resumed_after}")
         first = True
@@ -710,6 +758,10 @@ def run_training(
             )
             resumed_after = None
             first = False
+            if status == SIGTERM_STATUS or (failure is not None and _sigterm["received"]):
+                # Stopped by SIGTERM (during the attempt, or while a failed one was cleaned up): no restart.
+                status = _stopped_by_sigterm(rd)
+                return status
             if failure is None:
                 return status
             if not failure.restartable:
@@ -731,7 +783,11 @@ def run_training(
                 f"full logs; `rlvr train --run-dir {rd.path}` resumes from the latest checkpoint with the same recipe"
             )
             return status
+    except Terminated:  # before or between attempts (an attempt handles its own)
+        status = _stopped_by_sigterm(rd)
+        return status
     finally:
+        _sigterm["raise_now"] = False  # the run's record is written whatever else arrives
         attempted = bool(rd.attempt_numbers())
         try:
             if attempted:
@@ -768,6 +824,8 @@ def run_training(
                     + saved
                 )
             print(rd.path, flush=True)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous_sigterm)
 
 
 def _attempt(
@@ -795,6 +853,10 @@ def _attempt(
     attempt_json = None
     status, failure = 1, None
     try:
+        # Raise from now on, then look: a SIGTERM noted before this raises here, one after it in the handler.
+        _sigterm["raise_now"] = True
+        if _sigterm["received"]:
+            raise Terminated("stopped by SIGTERM")
         resume_from, newest = rd.resume_point()
         if total and resume_from >= total:
             log(
@@ -847,6 +909,7 @@ def _attempt(
 
         segments_before = shm.present_segments()
         started_ray, ray_temp_dir, runtime_env = _start_ray(cfg, env, verbose)
+        handle_sigterm()  # ray.init installed Ray's own
         placement.on_joined_cluster(cfg, joined=not started_ray, log=log)  # the pool on a cluster, sized
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
         # verl's retention leaves emptied checkpoint folders and forgets earlier attempts' checkpoints.
@@ -874,7 +937,11 @@ def _attempt(
             return status, failure
         status = 0
         return status, None
+    except Terminated:
+        status = SIGTERM_STATUS  # recorded as `stopped by SIGTERM` (restart.record_end); run_training logs it
+        return status, None
     finally:
+        _sigterm["raise_now"] = False  # the cleanup below must run to its end
         if progress is not None:
             progress.stop_event.set()
             progress.join(timeout=5)
@@ -888,5 +955,12 @@ def _attempt(
             ray.shutdown()
         if ray_temp_dir:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
+        if started_ray or failure is not None:
+            # The in-driver TaskRunner's reward manager (rlvr.task_runner: driver) left this process a cached
+            # verifier pool client holding the stopped Ray's actor handles: the next attempt's must be new
+            # (else "Can't find actor ... from a different cluster", found by test_chaos's pool kill).
+            from rlvr_verifiers.pool import forget_pools
+
+            forget_pools()
         if attempt_json is not None:
             restart.record_end(attempt_json, status, failure)
