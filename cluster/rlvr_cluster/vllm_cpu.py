@@ -18,6 +18,17 @@ two buckets is still processed once, with all of them. Each bucket is copied out
 buffer first: on CPU verl hands the loader views of that buffer (`.to("cpu")` does not copy), which the
 next bucket overwrites while a layer waits for the rest of its weights.
 
+Tied weights need one more step. The layerwise reload processes a module when ITS loader receives
+weights. Models that tie the output layer to the input embeddings with a second module sharing the
+Parameter (Llama's `ParallelLMHead.tie_weights`: SmolLM2, Llama 3.2 1B/3B, ...) never load
+`lm_head.weight` (vLLM skips it when tied), so the head's Parameter is updated through the embeddings
+but the head itself is never processed again, and on CPU its processed form is a oneDNN-packed COPY
+of the weight (`cpu_linear`, created by the embedding method's `process_weights_after_loading`, which
+keeps `weight`): the logits keep coming from the weights of before the sync - verl's random dummy
+weights after the first one, so the rollout generates noise. (Qwen2 ties by reusing the embedding
+module itself as the head, which the reload does process.) After the reload, every module that shares
+a parameter with another one and still holds its weight is processed again from the current weight.
+
 A failed load never leaves the sender waiting: the extension keeps acknowledging (and discarding)
 the remaining buckets, then raises an error that names the tensor and the cause. On the trainer side
 a sync that stops answering fails after RLVR_WEIGHT_SYNC_TIMEOUT_S (verl_private, item 7).
@@ -90,15 +101,44 @@ class CPUWorkerExtension(vLLMColocateWorkerExtension):
             verl_private.receive_weight_buckets(self, use_shm, on_bucket)
         finally:
             finalize_layerwise_reload(model, model_config)
+            counts["retied"] = reprocess_tied_modules(model)
         if failure:
             raise WeightSyncError(
                 "loading the actor's weights into the vLLM rollout failed, so rollout and actor would "
                 f"disagree; the run stops here. {failure[0]}"
             )
         logger.info(
-            "vLLM CPU weight sync: %d tensors in %d buckets, %.2fs",
+            "vLLM CPU weight sync: %d tensors in %d buckets (%d tied modules reprocessed), %.2fs",
             counts["tensors"],
             counts["buckets"],
+            counts["retied"],
             time.perf_counter() - start,
         )
         return counts
+
+
+def tied_modules(model) -> list[str]:
+    """Names of the modules with a quant method that share a parameter with another module and keep
+    it (a processed module whose weight was repacked and removed holds an empty one instead)."""
+    owners: dict[int, set[str]] = {}
+    modules = dict(model.named_modules())
+    for name, module in modules.items():
+        for param in module._parameters.values():
+            if param is not None and param.numel() > 0:
+                owners.setdefault(id(param), set()).add(name)
+    tied = {name for names in owners.values() if len(names) > 1 for name in names}
+    return sorted(name for name in tied if getattr(modules[name], "quant_method", None) is not None)
+
+
+def reprocess_tied_modules(model) -> int:
+    """Rebuild the processed form (on CPU: the oneDNN-packed copy) of every tied module from its current
+    weight, as loading does; the layerwise reload skips those whose own loader got nothing (module
+    docstring). Returns how many were processed."""
+    import torch
+
+    names = tied_modules(model)
+    with torch.no_grad():
+        for name in names:
+            module = model.get_submodule(name)
+            module.quant_method.process_weights_after_loading(module)
+    return len(names)

@@ -5,13 +5,17 @@ through verl's own BucketedWeightSender over shared memory, the way a trainer pu
 update. What must hold: after a sync vLLM computes exactly what the Hugging Face model with those
 weights computes, also when every layer's weights straddle bucket boundaries; a broken sync fails
 with an error naming the tensor and never leaves the sender waiting; a sync nobody answers fails
-after the timeout instead of hanging the trainer.
+after the timeout instead of hanging the trainer. Also for a Llama-architecture model with tied
+embeddings (SmolLM2's layout), whose output layer is a second module sharing the embedding's weight:
+the sync must reach that layer's oneDNN-packed copy too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -74,6 +78,35 @@ def llm(tiny_model_dir, cpu_run_environment):
     )
     yield engine
     engine.llm_engine.engine_core.shutdown()  # stops the engine's processes (and their /dev/shm queues)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_dir(tiny_model_dir, tmp_path_factory):
+    """A 2-layer Llama with tied embeddings (random weights, the tiny model's tokenizer): SmolLM2's
+    architecture at the tiny model's size. vLLM's Llama ties its output layer as a SECOND module
+    (ParallelLMHead) sharing the embedding's Parameter, where Qwen2 reuses the embedding module."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny-llama-tied")
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (tiny_model_dir / name).exists():
+            shutil.copy(tiny_model_dir / name, path / name)
+    qwen = json.loads((tiny_model_dir / "config.json").read_text())
+    config = LlamaConfig(
+        vocab_size=qwen["vocab_size"],
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        eos_token_id=qwen["eos_token_id"],
+        pad_token_id=qwen["pad_token_id"],
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +206,36 @@ def _max_gap(llm, tokenizer, hf_model, state) -> float:
         expected = _hf_logprobs(hf_model, state, prompt, tokens)
         gaps.extend(abs(a - b) for a, b in zip(logps, expected, strict=True))
     return max(gaps)
+
+
+def test_a_tied_output_layer_that_is_a_module_of_its_own_gets_the_synced_weights(tiny_llama_dir):
+    """Before the fix the head kept computing with vLLM's dummy start-up weights after every sync
+    (SmolLM2's rollout generated noise), although its Parameter held the synced ones. First in the
+    module, before the Qwen2 engine starts: one vLLM engine at a time."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from vllm import LLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    hf_llama = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    assert hf_llama.lm_head.weight is hf_llama.model.embed_tokens.weight
+    engine = LLM(
+        model=str(tiny_llama_dir),
+        dtype="float32",
+        load_format="dummy",
+        enforce_eager=True,
+        worker_extension_cls="rlvr_cluster.vllm_cpu.CPUWorkerExtension",
+        kv_cache_memory_bytes=64 << 20,
+        max_model_len=64,
+        seed=0,
+    )
+    try:
+        for seed in (5, 6):  # the second sync must replace the first's weights in the head as well
+            state = _perturbed(hf_llama, seed)
+            result, sender_error, _ = _sync(engine, list(state.items()))
+            assert sender_error is None and not isinstance(result, Exception), (sender_error, result)
+            assert _max_gap(engine, tokenizer, hf_llama, state) < 1e-4
+    finally:
+        engine.llm_engine.engine_core.shutdown()
 
 
 def test_a_sync_over_many_buckets_makes_vllm_compute_what_the_actor_computes(llm, tokenizer, hf_model):
