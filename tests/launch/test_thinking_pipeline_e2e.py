@@ -18,8 +18,13 @@ from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
 
 pytestmark = pytest.mark.slow
 
-# fewer steps than the recipe: one RL step per RL stage (each saves it), a shorter budget sweep
+# fewer steps than the recipe (CI's budget; the shipped sizes are measured in its header): 20 cold-start and
+# 10 fusion SFT steps instead of 400 and 200, one RL step per RL stage (each saves it)
 TINY = [
+    "cold_start:trainer.total_training_steps=20",
+    "cold_start:trainer.save_freq=20",
+    "fusion:trainer.total_training_steps=10",
+    "fusion:trainer.save_freq=10",
     "rl:trainer.total_training_steps=1",
     "rl:trainer.save_freq=1",
     "general_rl:trainer.total_training_steps=1",
