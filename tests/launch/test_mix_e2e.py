@@ -38,7 +38,7 @@ def test_cpu_mix_trains_with_per_domain_figures_at_every_step(tmp_path, rlvr_cac
     gym = subprocess.run(
         [sys.executable, "-m", "rlvr_launch.cli", "data", "reasoning_gym", "--out", str(tmp_path / "data" / "reasoning_gym"),
          "--source", "gym:chain_sum,max_terms=2", "--limit", "200"],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert gym.returncode == 0, gym.stdout[-3000:] + gym.stderr[-3000:]
     cmd = [
@@ -53,7 +53,7 @@ def test_cpu_mix_trains_with_per_domain_figures_at_every_step(tmp_path, rlvr_cac
         str(run_dir),
     ]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=720, env=env)
     finally:
         shutil.rmtree(ray_root, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
