@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,6 +29,52 @@ import psutil
 RAY_BIN = Path(sys.executable).with_name("ray")
 START_TIMEOUT_S = 120
 WORKER_PORTS = 200
+# Ports are picked free and released before `ray start` binds them: another process (another xdist
+# worker's Ray, a run beside the suite) can take one in between. Ray then fails to bind (its GCS exits with
+# "Address already in use"); the start is retried with fresh ports, at most START_ATTEMPTS times.
+START_ATTEMPTS = 3
+PORT_CLASH = re.compile(
+    r"Address already in use|Failed to start the grpc server|port \d+ is (?:already )?in use", re.I
+)
+
+
+class PortClash(RuntimeError):
+    """`ray start` could not bind a port it was given (taken between the pick and the bind)."""
+
+
+def _port_clash_in(root: Path) -> bool:
+    """Whether the node's start log or any of its Ray logs report a port it could not bind."""
+    logs = [root / "ray-start.log", *root.glob("t/session_*/logs/*")]
+    for log in logs:
+        try:
+            if log.is_file() and PORT_CLASH.search(log.read_text(errors="replace")[-200_000:]):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _with_fresh_ports(start_once, what: str):
+    """Call start_once() (which picks its own ports) until a start does not clash on a port."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return start_once(attempt)
+        except PortClash as clash:
+            if attempt == START_ATTEMPTS:
+                raise RuntimeError(
+                    f"{what}: every one of {START_ATTEMPTS} starts clashed on a port: {clash}"
+                ) from clash
+
+
+def _raise_failed_start(root: Path, what: str, attempt: int) -> None:
+    """A start that failed: PortClash (retried) when a port could not be bound, else RuntimeError. The
+    failed attempt's logs are kept beside the next one's (ray-start.log.N, t.N)."""
+    clash = _port_clash_in(root)
+    tail = (root / "ray-start.log").read_text(errors="replace")[-4000:]
+    (root / "ray-start.log").rename(root / f"ray-start.log.{attempt}")
+    if (root / "t").exists():
+        (root / "t").rename(root / f"t.{attempt}")
+    raise (PortClash if clash else RuntimeError)(f"{what}:\n{tail}")
 
 
 def free_ports(n: int) -> list[int]:
@@ -206,73 +253,77 @@ def start_head(
         "OMP_NUM_THREADS": "1",
         **(env or {}),
     }
-    worker_start = free_port_range(WORKER_PORTS)
-    workers = range(worker_start, worker_start + WORKER_PORTS)
-    ports = [p for p in free_ports(30) if p not in workers][:9]
-    (
-        gcs,
-        dashboard,
-        client,
-        node_manager,
-        object_manager,
-        agent_listen,
-        agent_grpc,
-        runtime_env_agent,
-        metrics,
-    ) = ports
-    temp_dir = root / "t"
-    cmd = [
-        str(RAY_BIN),
-        "start",
-        "--head",
-        "--block",
-        "--node-ip-address",
-        "127.0.0.1",
-        "--port",
-        str(gcs),
-        "--dashboard-host",
-        "127.0.0.1",
-        "--dashboard-port",
-        str(dashboard),
-        "--include-dashboard",
-        "true",
-        "--ray-client-server-port",
-        str(client),
-    ] + _node_args(
-        (node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics),
-        worker_start,
-        num_cpus,
-        num_gpus,
-        temp_dir,
-        resources,
-    )
-    log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the head
-    # In its own directory, as on a real cluster: a job without a working_dir runs in the head's cwd,
-    # which must not be this checkout (it would hide a job that cannot find its recipes).
-    process = subprocess.Popen(
-        cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
-    )
-    ray = LoopbackRay(
-        root=root,
-        dashboard_url=f"http://127.0.0.1:{dashboard}",
-        gcs_address=f"127.0.0.1:{gcs}",
-        token=token,
-        token_path=token_path,
-        process=process,
-        head_env=head_env,
-    )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            ray.stop()
-            raise RuntimeError(
-                f"ray start exited {process.returncode}:\n{(root / 'ray-start.log').read_text()[-4000:]}"
-            )
-        if _jobs_api_ready(ray):
-            return ray
-        time.sleep(0.5)
-    ray.stop()
-    raise RuntimeError(f"the Ray head did not serve its Jobs API within {START_TIMEOUT_S} s")
+
+    def once(attempt: int) -> LoopbackRay:
+        worker_start = free_port_range(WORKER_PORTS)
+        workers = range(worker_start, worker_start + WORKER_PORTS)
+        ports = [p for p in free_ports(30) if p not in workers][:9]
+        (
+            gcs,
+            dashboard,
+            client,
+            node_manager,
+            object_manager,
+            agent_listen,
+            agent_grpc,
+            runtime_env_agent,
+            metrics,
+        ) = ports
+        temp_dir = root / "t"
+        cmd = [
+            str(RAY_BIN),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(gcs),
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(dashboard),
+            "--include-dashboard",
+            "true",
+            "--ray-client-server-port",
+            str(client),
+        ] + _node_args(
+            (node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics),
+            worker_start,
+            num_cpus,
+            num_gpus,
+            temp_dir,
+            resources,
+        )
+        log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the head
+        # In its own directory, as on a real cluster: a job without a working_dir runs in the head's cwd,
+        # which must not be this checkout (it would hide a job that cannot find its recipes).
+        process = subprocess.Popen(
+            cmd, env=head_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
+        )
+        ray = LoopbackRay(
+            root=root,
+            dashboard_url=f"http://127.0.0.1:{dashboard}",
+            gcs_address=f"127.0.0.1:{gcs}",
+            token=token,
+            token_path=token_path,
+            process=process,
+            head_env=head_env,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                ray.stop()
+                _raise_failed_start(root, f"ray start exited {process.returncode}", attempt)
+            if _jobs_api_ready(ray):
+                return ray
+            time.sleep(0.5)
+        ray.stop()
+        _raise_failed_start(
+            root, f"the Ray head did not serve its Jobs API within {START_TIMEOUT_S} s", attempt
+        )
+
+    return _with_fresh_ports(once, "the loopback head")
 
 
 @dataclass
@@ -308,50 +359,52 @@ def start_node(
     `ray_bin` (another virtualenv's `ray` makes a node of that environment). Returns once the head lists
     it as alive with its resources."""
     root.mkdir(parents=True, exist_ok=True)
-    worker_start = free_port_range(WORKER_PORTS)
-    workers = range(worker_start, worker_start + WORKER_PORTS)
-    node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics = [
-        p for p in free_ports(30) if p not in workers
-    ][:6]
-    node_env = {**head.head_env, **(env or {})}
-    node_env["PATH"] = f"{ray_bin.parent}{os.pathsep}{node_env.get('PATH', '')}"
-    cmd = [
-        str(ray_bin),
-        "start",
-        "--address",
-        head.gcs_address,
-        "--block",
-        "--node-ip-address",
-        "127.0.0.1",
-    ] + _node_args(
-        (node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics),
-        worker_start,
-        num_cpus,
-        num_gpus,
-        root / "t",
-        resources,
-    )
-    log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the node
-    process = subprocess.Popen(
-        cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
-    )
-    node = LoopbackNode(root=root, process=process, resources=dict(resources or {}))
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            node.stop()
-            raise RuntimeError(
-                f"ray start (node) exited {process.returncode}:\n{(root / 'ray-start.log').read_text()[-4000:]}"
-            )
-        if any(
-            n["resources_total"].get("GPU", 0) == num_gpus and _carries(n, resources)
-            for n in nodes(head)
-            if not n.get("is_head_node")
-        ):
-            return node
-        time.sleep(1.0)
-    node.stop()
-    raise RuntimeError(f"the node did not join the head within {START_TIMEOUT_S} s")
+
+    def once(attempt: int) -> LoopbackNode:
+        worker_start = free_port_range(WORKER_PORTS)
+        workers = range(worker_start, worker_start + WORKER_PORTS)
+        node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics = [
+            p for p in free_ports(30) if p not in workers
+        ][:6]
+        node_env = {**head.head_env, **(env or {})}
+        node_env["PATH"] = f"{ray_bin.parent}{os.pathsep}{node_env.get('PATH', '')}"
+        cmd = [
+            str(ray_bin),
+            "start",
+            "--address",
+            head.gcs_address,
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+        ] + _node_args(
+            (node_manager, object_manager, agent_listen, agent_grpc, runtime_env_agent, metrics),
+            worker_start,
+            num_cpus,
+            num_gpus,
+            root / "t",
+            resources,
+        )
+        log = open(root / "ray-start.log", "wb")  # noqa: SIM115 - lives as long as the node
+        process = subprocess.Popen(
+            cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root
+        )
+        node = LoopbackNode(root=root, process=process, resources=dict(resources or {}))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                node.stop()
+                _raise_failed_start(root, f"ray start (node) exited {process.returncode}", attempt)
+            if any(
+                n["resources_total"].get("GPU", 0) == num_gpus and _carries(n, resources)
+                for n in nodes(head)
+                if not n.get("is_head_node")
+            ):
+                return node
+            time.sleep(1.0)
+        node.stop()
+        _raise_failed_start(root, f"the node did not join the head within {START_TIMEOUT_S} s", attempt)
+
+    return _with_fresh_ports(once, "a loopback node")
 
 
 def _carries(node: dict, resources: dict | None) -> bool:
