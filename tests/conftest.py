@@ -5,6 +5,7 @@ hypothesis runs derandomised with no example database."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -57,16 +58,105 @@ def pytest_make_collect_report(collector):
     return _fail_skip_under_ci((yield), "module")
 
 
+# Fixtures that are one expensive run asserted on by tests in several files: their tests form one xdist
+# work unit, so the run happens once (on one worker) instead of once per worker that meets it.
+SHARED_RUN_FIXTURES = ("default_experiment_run",)
+
+
+def _work_unit(item) -> str | None:
+    """The xdist group an item must share with others, or None when it can run on any worker alone.
+
+    - an explicit `pytest.mark.xdist_group(name)` (a module's pytestmark or a parameter's marks): the
+      tests that start vLLM or load the real model take GBs each and create /dev/shm segments that the
+      others check for leaks, so they declare "vllm_or_real_model" and run one at a time;
+    - a test of a shared run (SHARED_RUN_FIXTURES): that fixture's name;
+    - a test that uses a module- or class-scoped fixture (a private Ray, a killed-and-resumed run, the
+      two-node cluster): its module, so the fixture is built once, as in a serial run."""
+    if item.get_closest_marker("xdist_group"):
+        return None  # xdist names the unit from the marker itself
+    fixture_defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name in SHARED_RUN_FIXTURES:
+        if name in fixture_defs:
+            return name
+    for name in item.fixturenames:
+        defs = fixture_defs.get(name)
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+    # Under xdist (pyproject's addopts: two workers, --dist loadgroup, units in the order given here):
+    # the longest units first (seconds from DURATIONS_FILE), so that a long one never starts at the end
+    # while the other worker idles. The sort is stable: every worker computes the same order, as xdist
+    # requires.
+    for item in items:
+        group = _work_unit(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    recorded = json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
+    unit_seconds: dict[str, float] = {}
+
+    def unit_of(item) -> str:
+        marker = item.get_closest_marker("xdist_group")
+        return f"group:{marker.args[0]}" if marker else item.nodeid
+
+    for item in items:
+        guess = UNRECORDED_SLOW_S if item.get_closest_marker("slow") else UNRECORDED_FAST_S
+        unit_seconds[unit_of(item)] = unit_seconds.get(unit_of(item), 0.0) + recorded.get(item.nodeid, guess)
+    items.sort(key=lambda item: -unit_seconds[unit_of(item)])
+
+
+# The seconds each test took (setup + call + teardown) in a whole run, by node id: what orders the xdist
+# units. Refresh it after a change of the suite's shape: `python -m pytest --record-durations
+# tests/durations.json`. A test it does not list counts as UNRECORDED_*_S.
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+UNRECORDED_SLOW_S = 30.0
+UNRECORDED_FAST_S = 0.1
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--record-durations",
+        metavar="PATH",
+        help="write each test's seconds (setup + call + teardown) as JSON to PATH: tests/durations.json orders xdist's units",
+    )
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # Under xdist the node id carries the unit's "@group" suffix; the file is keyed by the plain id.
+    nodeid = report.nodeid
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        nodeid = nodeid[: nodeid.rfind("@")]
+    _durations[nodeid] = _durations.get(nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--record-durations")
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller has every worker's reports
+        Path(path).write_text(
+            json.dumps({k: round(v, 2) for k, v in sorted(_durations.items())}, indent=0) + "\n"
+        )
 
 
 @pytest.fixture(scope="session")
 def rlvr_cache(tmp_path_factory) -> Path:
-    """A cache dir for the session; exported so `rlvr` subprocesses share the one build."""
-    path = Path(os.environ.get("RLVR_TEST_CACHE_DIR") or tmp_path_factory.mktemp("rlvr-cache"))
+    """A cache dir for the session; exported so `rlvr` subprocesses share the one build. Under xdist the
+    workers share one too (the folder above their basetemps; builds serialise on file locks)."""
+    if os.environ.get("RLVR_TEST_CACHE_DIR"):
+        path = Path(os.environ["RLVR_TEST_CACHE_DIR"])
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "rlvr-cache"
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("rlvr-cache")
     os.environ["RLVR_CACHE_DIR"] = str(path)
     return path
 

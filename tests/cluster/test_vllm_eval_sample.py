@@ -27,7 +27,8 @@ from vllm_cpu_support import require_vllm_cpu
 from rlvr_cluster import shm
 from rlvr_launch.pipelines import evaluate, sample
 
-pytestmark = pytest.mark.slow
+# vLLM engines and the real model take GBs and make /dev/shm segments others check: one at a time (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm_or_real_model")]
 
 MARKER = "RLVR_TEST_VLLM_EVAL_RUN"
 PROMPTS = 100  # the first 100 held-out sums

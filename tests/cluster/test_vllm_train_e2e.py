@@ -23,7 +23,8 @@ from vllm_cpu_support import needs_vllm_cpu
 
 from rlvr_cluster import shm
 
-pytestmark = [pytest.mark.slow, needs_vllm_cpu]
+# vLLM engines and the real model take GBs and make /dev/shm segments others check: one at a time (conftest)
+pytestmark = [pytest.mark.slow, needs_vllm_cpu, pytest.mark.xdist_group("vllm_or_real_model")]
 
 SMALL = [
     "rollout=vllm",

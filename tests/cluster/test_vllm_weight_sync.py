@@ -26,7 +26,8 @@ import pytest
 import torch
 from vllm_cpu_support import needs_vllm_cpu
 
-pytestmark = [pytest.mark.slow, needs_vllm_cpu]
+# vLLM engines and the real model take GBs and make /dev/shm segments others check: one at a time (conftest)
+pytestmark = [pytest.mark.slow, needs_vllm_cpu, pytest.mark.xdist_group("vllm_or_real_model")]
 
 # Smaller than verl's 1 MB minimum (its setting is whole megabytes): the tiny model's 1.3 MB then
 # spans 9 buckets, and most layers' weights arrive in two of them.

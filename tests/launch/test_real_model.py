@@ -18,6 +18,9 @@ from loopback_ray import sweep as _sweep
 from rlvr_launch.errors import UserError
 from rlvr_launch.runs import real_models
 
+# vLLM engines and the real model take GBs and make /dev/shm segments others check: one at a time (conftest)
+pytestmark = pytest.mark.xdist_group("vllm_or_real_model")
+
 RESPONSE_BUDGET = 48
 # Small: 4 prompts x 4 responses a step, no validation; the old log-probs recomputed by the actor
 # (bypass off) so that verl logs how far the rollout's are from the actor's.
