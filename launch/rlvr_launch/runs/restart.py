@@ -6,7 +6,7 @@ carries the remote error as `.cause`) and from the attempt's own log whether a r
 - yes: a worker or actor process died (Ray's ActorDiedError / RayActorError / WorkerCrashedError /
   ActorUnavailableError), a node or its raylet was lost (NodeDiedError, LocalRayletDiedError), an object
   was lost with its owner (ObjectLostError, OwnerDiedError, ...), a weight sync timed out (rlvr's
-  WeightSyncTimeout). The same recipe from the newest checkpoint has every reason to get further.
+  WeightSyncTimeout), the rollout's vLLM engine process died (vLLM's EngineDeadError). The same recipe from the newest checkpoint has every reason to get further.
 - no: a diverged loss (NaN or inf anywhere in the error: the checkpoint holds the weights that diverged),
   an actor that failed in its constructor (a configuration error, named by `train.actor_failures`), Ray's
   out-of-memory killer (the same recipe needs the same memory), any error that is not one of the above
@@ -42,6 +42,9 @@ RESTARTABLE = {
     "ObjectReconstructionFailedError": "an object was lost and could not be rebuilt",
     "ObjectFetchTimedOutError": "an object could not be fetched from its node",
     "WeightSyncTimeout": "a weight sync to the rollout timed out",
+    # vLLM's engine process (the rollout server's child that runs the model) died: the server cannot
+    # generate or take weights again, and a new attempt starts a new one.
+    "EngineDeadError": "the rollout's vLLM engine process died",
 }
 # Never restarted, whatever else the chain holds.
 OUT_OF_MEMORY = ("OutOfMemoryError",)
