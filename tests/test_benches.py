@@ -66,6 +66,11 @@ BENCHES: dict[str, tuple[list[str], str]] = {
         ],
         r"steps sampled[\s\S]*growing: ",
     ),
+    # Twenty 40-step training runs: the report path runs on the recorded result (bench/results/learning_margins.json).
+    "learning_margins.py": (
+        ["--report", "{tmp}/learning_margins.json"],
+        r"reward_gain \(margin [-+\d.]+\)\n  healthy +n=[\s\S]*held_out_gain \(margin",
+    ),
     # The qwen3 pipeline is minutes of training: the report path runs on a recorded result
     # (bench/results/thinking_budget.json, the bench's default size).
     "thinking_budget.py": (
@@ -83,7 +88,14 @@ def test_every_bench_has_a_row():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("script", sorted(BENCHES))
+# rollout_cpu.py starts vLLM: it joins the tests that run one at a time (conftest's vllm_or_real_model)
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(s, marks=pytest.mark.xdist_group("vllm_or_real_model")) if s == "rollout_cpu.py" else s
+        for s in sorted(BENCHES)
+    ],
+)
 def test_bench_runs_at_a_tiny_size(script, tmp_path, rlvr_cache):
     args, report = BENCHES[script]
     for recorded in RECORDED.glob("*.json"):
