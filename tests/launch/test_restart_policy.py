@@ -46,6 +46,25 @@ def test_a_dead_vllm_engine_is_restartable():
     assert failure.cause.startswith("RayTaskError(EngineDeadError)"), failure.cause
 
 
+def test_a_collective_that_lost_its_peer_is_restartable_and_other_runtime_errors_are_not():
+    # gloo's words, as torch 2.13 raised them in a surviving rank when the other rank's process was killed
+    gloo = (
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+        "[127.0.0.1]:42885. This is typically caused by a remote worker crashing. Check the logs of the "
+        "remote worker before reporting an error."
+    )
+    # as Ray delivered it from the surviving rank: its first line names the remote call, in colour
+    header = (
+        "\x1b[36mray::WorkerDict.actor_rollout_ref_compute_ref_log_prob()\x1b[39m (pid=5490, ip=192.0.2.2)"
+    )
+    failure = classify(rex.RayTaskError("WorkerDict.f", header, RuntimeError(gloo)).as_instanceof_cause())
+    assert failure.restartable and failure.reason == "a collective lost a peer: another rank's process died"
+    assert "\x1b" not in failure.cause  # Ray's colour codes stay out of the attempt record
+    nccl = "NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error"
+    assert classify(remote(RuntimeError(nccl))).restartable
+    assert not classify(remote(RuntimeError("shape mismatch: [4, 8] vs [4, 9]"))).restartable
+
+
 def test_a_diverged_policy_is_never_restarted_even_when_an_actor_died_of_it():
     nan = RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     failure = classify(remote(nan))
@@ -132,9 +151,11 @@ def test_an_attempt_stopped_by_a_signal_is_named_but_is_no_failure(tmp_path):
 
 
 def test_the_recipe_keys_are_checked():
-    cfg = OmegaConf.create({"rlvr": {"restart": {"max_restarts": 2, "window_s": 3600}}})
-    assert RestartPolicy.from_config(cfg) == RestartPolicy(2, 3600.0)
-    for bad in ({"max_restarts": "two"}, {"max_restarts": -1}, {"window_s": 0}):
+    cfg = OmegaConf.create(
+        {"rlvr": {"restart": {"max_restarts": 2, "window_s": 3600, "capacity_wait_s": 60}}}
+    )
+    assert RestartPolicy.from_config(cfg) == RestartPolicy(2, 3600.0, 60.0)
+    for bad in ({"max_restarts": "two"}, {"max_restarts": -1}, {"window_s": 0}, {"capacity_wait_s": -1}):
         with pytest.raises(UserError, match="rlvr.restart"):
             RestartPolicy.from_config(OmegaConf.create({"rlvr": {"restart": bad}}))
 
@@ -183,3 +204,18 @@ def test_a_ray_job_driver_past_the_budget_exits_at_once_naming_the_last_end(tmp_
     out = capsys.readouterr().out
     assert "not restarting" in out and "2 restarts within the last 3600 s" in out and "ActorDiedError" in out
     assert restart.attempt_records(attempts)[-1]["attempt"] == 3, "no attempt was started"
+
+
+def test_a_restart_waits_for_a_lost_nodes_gpus_and_says_so():
+    seen = iter([1.0, 1.0, 1.0, 2.0])  # a replacement node joins on the fourth look
+    notes = []
+    restart.wait_for_capacity(2, 5.0, lambda: next(seen), "/runs/r", log=notes.append, poll_s=0.01)
+    assert notes == ["waiting for the cluster's capacity: 1 of 2 GPUs free (a lost node's replacement?)"]
+
+
+def test_a_restart_whose_capacity_never_returns_fails_naming_the_shortfall_and_the_resume():
+    with pytest.raises(UserError) as refused:
+        restart.wait_for_capacity(2, 0.05, lambda: 1.0, "/runs/r", log=lambda _m: None, poll_s=0.01)
+    message = str(refused.value)
+    assert "needs 2 GPUs and the cluster has 1 free" in message and "rlvr.restart.capacity_wait_s" in message
+    assert "`rlvr train --run-dir /runs/r` resumes" in message and "\n" not in message

@@ -6,7 +6,9 @@ carries the remote error as `.cause`) and from the attempt's own log whether a r
 - yes: a worker or actor process died (Ray's ActorDiedError / RayActorError / WorkerCrashedError /
   ActorUnavailableError), a node or its raylet was lost (NodeDiedError, LocalRayletDiedError), an object
   was lost with its owner (ObjectLostError, OwnerDiedError, ...), a weight sync timed out (rlvr's
-  WeightSyncTimeout), the rollout's vLLM engine process died (vLLM's EngineDeadError). The same recipe from the newest checkpoint has every reason to get further.
+  WeightSyncTimeout), the rollout's vLLM engine process died (vLLM's EngineDeadError), a collective lost
+  its peer (gloo's "Connection closed by peer", NCCL's remote error: the surviving rank's report of a
+  rank that died, which can reach the driver before Ray's report of the death itself). The same recipe from the newest checkpoint has every reason to get further.
 - no: a diverged loss (NaN or inf anywhere in the error: the checkpoint holds the weights that diverged),
   an actor that failed in its constructor (a configuration error, named by `train.actor_failures`), Ray's
   out-of-memory killer (the same recipe needs the same memory), any error that is not one of the above
@@ -55,6 +57,14 @@ _DIVERGED = re.compile(r"\bnan\b|\binf\b|non-finite|not finite", re.IGNORECASE)
 _CREATION = re.compile(r"creation task", re.IGNORECASE)
 # Exception lines of a traceback in a log ("ray.exceptions.ActorDiedError: The actor died ...").
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?([A-Za-z_]\w*(?:Error|Exception|Timeout)): (.*)$")
+# A collective whose peer process went away: the rank that reports it is alive, another rank died (its
+# node lost, SIGKILL, OOM) and the driver heard from the survivor first. gloo: "Connection closed by peer
+# ... typically caused by a remote worker crashing"; NCCL: ncclRemoteError, "remote process exited".
+_PEER_LOST = re.compile(
+    r"Connection (?:closed|reset) by peer|remote worker crash|ncclRemoteError|remote process exited"
+    r"|NCCL communicator was aborted",
+    re.IGNORECASE,
+)
 # Ray's words for a process that died without an exception of its own (SIGKILL, a segfault).
 _DIED_IN_LOG = re.compile(
     r"The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|node .* (?:has been )?marked dead"
@@ -87,10 +97,14 @@ def _names(e: BaseException) -> list[str]:
     return [t.__name__ for t in type(e).__mro__]
 
 
+# Ray colours the remote function in a RayTaskError's first line (`\x1b[36mray::WorkerDict.f()\x1b[39m`).
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _first_line(e: BaseException) -> str:
     """One line for an exception; Ray's dead-actor reports (actor_id, class_name, pid, ... on lines of
     their own) become `ActorDiedError: WorkerDict (pid 123) died: its worker process has died (SYSTEM_ERROR)`."""
-    message = str(e)
+    message = _ANSI.sub("", str(e))
     # verl's colocated workers are `create_colocated_worker_cls.<locals>.WorkerDict`: the class is the last part.
     actor = re.search(r"class_name: (?:\S*[.>])?(\w+)", message)
     if actor:
@@ -146,6 +160,8 @@ def classify(
                     _first_line(e), False, "an actor failed in its constructor: a configuration error"
                 )
             return Failure(_first_line(e), True, RESTARTABLE[known[0]])
+    if any(_PEER_LOST.search(m) for m in messages) or any(_PEER_LOST.search(m.group(2)) for m in log_errors):
+        return Failure(head, True, "a collective lost a peer: another rank's process died")
     for m in log_errors:
         if m.group(1) in RESTARTABLE:
             return Failure(f"{head} (after {m.group(1)}: {m.group(2)[:160]})", True, RESTARTABLE[m.group(1)])
@@ -161,24 +177,29 @@ def classify(
 class RestartPolicy:
     max_restarts: int
     window_s: float
+    # How long a restart on a cluster waits for the trainer's GPUs to be free again (a lost node's
+    # replacement joining) before it gives up naming the shortfall.
+    capacity_wait_s: float = 600.0
 
     @classmethod
     def from_config(cls, cfg) -> RestartPolicy:
         block = (cfg.get("rlvr") or {}).get("restart") or {}
         raw_max, raw_window = block.get("max_restarts", 0), block.get("window_s", 3600)
+        raw_wait = block.get("capacity_wait_s", 600)
         try:
-            max_restarts, window_s = int(raw_max), float(raw_window)
+            max_restarts, window_s, capacity_wait_s = int(raw_max), float(raw_window), float(raw_wait)
         except (TypeError, ValueError):
             raise UserError(
-                f"rlvr.restart.max_restarts={raw_max!r} / window_s={raw_window!r} must be numbers "
-                "(e.g. rlvr.restart.max_restarts=2 rlvr.restart.window_s=3600; 0 restarts: off)"
+                f"rlvr.restart.max_restarts={raw_max!r} / window_s={raw_window!r} / capacity_wait_s={raw_wait!r} "
+                "must be numbers (e.g. rlvr.restart.max_restarts=2 rlvr.restart.window_s=3600 "
+                "rlvr.restart.capacity_wait_s=600; 0 restarts: off)"
             ) from None
-        if max_restarts < 0 or window_s <= 0:
+        if max_restarts < 0 or window_s <= 0 or capacity_wait_s < 0:
             raise UserError(
-                f"rlvr.restart.max_restarts must be >= 0 (0: off) and rlvr.restart.window_s > 0; got "
-                f"{max_restarts} and {window_s}"
+                f"rlvr.restart.max_restarts must be >= 0 (0: off), rlvr.restart.window_s > 0 and "
+                f"rlvr.restart.capacity_wait_s >= 0; got {max_restarts}, {window_s} and {capacity_wait_s}"
             )
-        return cls(max_restarts, window_s)
+        return cls(max_restarts, window_s, capacity_wait_s)
 
     def restarts_in_window(self, attempts_dir: Path, now: float | None = None) -> int:
         now = time.time() if now is None else now
@@ -284,3 +305,39 @@ def summary(attempts_dir: Path) -> str | None:
     parts = [f"attempt {r['attempt']} after {r['restart_of']}" for r in restarts]
     parts += [f"attempt {r['attempt']} resumed by hand after: {r['resumed_after']}" for r in resumes]
     return text + (": " + "; ".join(parts) if parts else "")
+
+
+# --- a restart on a cluster waits for its capacity ------------------------------------------------
+
+
+def trainer_gpus(cfg) -> int:
+    """The GPUs (logical ones on the cpu platform) verl's trainer pool asks for: nnodes x n_gpus_per_node."""
+    return int(cfg.trainer.nnodes) * int(cfg.trainer.n_gpus_per_node)
+
+
+def wait_for_capacity(needed: int, wait_s: float, free_gpus, run_dir, log=print, poll_s: float = 2.0) -> None:
+    """Before a restarted attempt on a cluster: wait until `free_gpus()` reaches `needed`.
+
+    A node that died took its GPUs with it; on Kubernetes (a RayCluster's worker pod) or under an
+    autoscaler a replacement joins within a minute or two, and verl refuses to start with fewer GPUs than
+    its pool asks for (a ValueError no restart would cure). Progress every 30 s; after `wait_s` a
+    UserError naming the shortfall and the command that resumes once the capacity is back."""
+    deadline = time.monotonic() + wait_s
+    next_note = time.monotonic()
+    while True:
+        free = free_gpus()
+        if free >= needed:
+            return
+        now = time.monotonic()
+        if now >= deadline:
+            raise UserError(
+                f"the restart needs {needed} GPUs and the cluster has {free:g} free after waiting {wait_s:.0f} s "
+                f"(rlvr.restart.capacity_wait_s); once its nodes are back, `rlvr train --run-dir {run_dir}` "
+                "resumes from the newest checkpoint"
+            )
+        if now >= next_note:
+            log(
+                f"waiting for the cluster's capacity: {free:g} of {needed} GPUs free (a lost node's replacement?)"
+            )
+            next_note = now + 30
+        time.sleep(poll_s)

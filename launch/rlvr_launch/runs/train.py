@@ -910,6 +910,17 @@ def _attempt(
         segments_before = shm.present_segments()
         started_ray, ray_temp_dir, runtime_env = _start_ray(cfg, env, verbose)
         handle_sigterm()  # ray.init installed Ray's own
+        if restart_of and not started_ray:
+            # A restart on a cluster: a lost node's GPUs come back only when its replacement joins.
+            import ray
+
+            restart.wait_for_capacity(
+                restart.trainer_gpus(cfg),
+                restart.RestartPolicy.from_config(cfg).capacity_wait_s,
+                lambda: ray.available_resources().get("GPU", 0.0),
+                rd.path,
+                log=log,
+            )
         placement.on_joined_cluster(cfg, joined=not started_ray, log=log)  # the pool on a cluster, sized
         log(f"training {cfg.trainer.experiment_name}: {total or '?'} steps, run directory {rd.path}")
         # verl's retention leaves emptied checkpoint folders and forgets earlier attempts' checkpoints.
