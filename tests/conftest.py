@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -63,52 +64,87 @@ def pytest_make_collect_report(collector):
 SHARED_RUN_FIXTURES = ("default_experiment_run",)
 
 
-def _work_unit(item) -> str | None:
-    """The xdist group an item must share with others, or None when it can run on any worker alone.
+def _work_unit(item) -> str:
+    """The xdist work unit of an item: the tests that must run on one worker, one after the other.
 
     - an explicit `pytest.mark.xdist_group(name)` (a module's pytestmark or a parameter's marks): the
       tests that start vLLM or load the real model take GBs each and create /dev/shm segments that the
       others check for leaks, so they declare "vllm_or_real_model" and run one at a time;
     - a test of a shared run (SHARED_RUN_FIXTURES): that fixture's name;
     - a test that uses a module- or class-scoped fixture (a private Ray, a killed-and-resumed run, the
-      two-node cluster): its module, so the fixture is built once, as in a serial run."""
-    if item.get_closest_marker("xdist_group"):
-        return None  # xdist names the unit from the marker itself
+      two-node cluster): its module, so the fixture is built once, as in a serial run;
+    - any other test: itself."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker:
+        return f"group:{marker.args[0]}"
     fixture_defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     for name in SHARED_RUN_FIXTURES:
         if name in fixture_defs:
-            return name
+            return f"group:{name}"
     for name in item.fixturenames:
         defs = fixture_defs.get(name)
         if defs and defs[-1].scope in ("module", "class", "package"):
-            return item.nodeid.split("::")[0]
-    return None
+            return f"module:{item.nodeid.split('::')[0]}"
+    return item.nodeid
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
-    # Under xdist (pyproject's addopts: two workers, --dist loadgroup, units in the order given here):
-    # the longest units first (seconds from DURATIONS_FILE), so that a long one never starts at the end
-    # while the other worker idles. The sort is stable: every worker computes the same order, as xdist
-    # requires.
-    for item in items:
-        group = _work_unit(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+    # Under xdist (pyproject's addopts: two workers, units in the order given here): the longest units
+    # first (seconds from DURATIONS_FILE), so that a long one never starts at the end while the other
+    # worker idles. The sort is stable: every worker computes the same order, as xdist requires.
     recorded = json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
+    unit = {item.nodeid: _work_unit(item) for item in items}
     unit_seconds: dict[str, float] = {}
-
-    def unit_of(item) -> str:
-        marker = item.get_closest_marker("xdist_group")
-        return f"group:{marker.args[0]}" if marker else item.nodeid
-
     for item in items:
         guess = UNRECORDED_SLOW_S if item.get_closest_marker("slow") else UNRECORDED_FAST_S
-        unit_seconds[unit_of(item)] = unit_seconds.get(unit_of(item), 0.0) + recorded.get(item.nodeid, guess)
-    items.sort(key=lambda item: -unit_seconds[unit_of(item)])
+        unit_seconds[unit[item.nodeid]] = unit_seconds.get(unit[item.nodeid], 0.0) + recorded.get(
+            item.nodeid, guess
+        )
+    items.sort(key=lambda item: -unit_seconds[unit[item.nodeid]])
+    units_file = getattr(config, "workerinput", {}).get(UNITS_FILE_KEY)
+    if units_file:  # an xdist worker: hand the controller's scheduler the units (each worker writes the same)
+        tmp = Path(f"{units_file}.{os.getpid()}")
+        tmp.write_text(json.dumps(unit))
+        tmp.replace(units_file)
+
+
+# xdist's own `--dist loadgroup` reads xdist_group markers by rewriting each item's node id, which pytest 9
+# no longer takes (Node.nodeid comes from `_id`; xdist 3.8 sets `_nodeid`): its groups were silently
+# split across workers (CI ran the shared default-experiment run twice). So the units are rlvr's own:
+# each worker writes {node id: unit} at collection (above), and the controller's scheduler, xdist's
+# LoadScopeScheduling with the unit as the scope, reads it. tests/test_xdist_units.py checks it works.
+UNITS_FILE_KEY = "rlvr_units_file"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    config = node.config
+    if not hasattr(config, "_rlvr_units_file"):
+        handle, path = tempfile.mkstemp(prefix="rlvr-xdist-units-", suffix=".json")
+        os.close(handle)
+        config._rlvr_units_file = path
+        config.add_cleanup(lambda: Path(path).unlink(missing_ok=True))
+    node.workerinput[UNITS_FILE_KEY] = config._rlvr_units_file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling, the scope of a test being its rlvr work unit (_work_unit)."""
+
+        units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:
+                self.units = json.loads(Path(config._rlvr_units_file).read_text())
+            return self.units.get(nodeid, nodeid)
+
+    return UnitScheduling(config, log)
 
 
 # The seconds each test took (setup + call + teardown) in a whole run, by node id: what orders the xdist

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -101,8 +103,14 @@ def test_bench_runs_at_a_tiny_size(script, tmp_path, rlvr_cache):
     for recorded in RECORDED.glob("*.json"):
         (tmp_path / recorded.name).write_bytes(recorded.read_bytes())
     cmd = [sys.executable, str(BENCH / script), *(a.replace("{tmp}", str(tmp_path)) for a in args)]
-    env = dict(os.environ, WANDB_MODE="disabled", TMPDIR=str(tmp_path))
-    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=280, env=env)
+    # The bench's temporary files in a short folder of their own: vLLM puts its IPC sockets under TMPDIR, and
+    # pytest's tmp_path (longer under xdist: .../popen-gw1/...) pushed them past AF_UNIX's 107 bytes.
+    bench_tmp = tempfile.mkdtemp(prefix="rlvr-bench-", dir="/tmp")
+    env = dict(os.environ, WANDB_MODE="disabled", TMPDIR=bench_tmp)
+    try:
+        out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=280, env=env)
+    finally:
+        shutil.rmtree(bench_tmp, ignore_errors=True)
     tail = f"{' '.join(cmd)}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     assert out.returncode == 0, tail
     assert re.search(report, out.stdout), tail
