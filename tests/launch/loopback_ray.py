@@ -407,6 +407,20 @@ def start_node(
     return _with_fresh_ports(once, "a loopback node")
 
 
+def joining_env(head: LoopbackRay, home: Path) -> dict[str, str]:
+    """The environment of a client (`rlvr train --address`, `rlvr submit`) that joins `head` as a driver:
+    its token, its GCS address, a HOME of its own."""
+    env = head.client_env(home=home)
+    env.update(
+        {
+            "RAY_ADDRESS": head.gcs_address,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(head.token_path),
+        }
+    )
+    return env
+
+
 def _carries(node: dict, resources: dict | None) -> bool:
     total = node["resources_total"]
     return all(total.get(k, 0) == v for k, v in (resources or {}).items())

@@ -36,7 +36,7 @@ from types import SimpleNamespace
 import pytest
 import slim_verifier_env
 import torch
-from loopback_ray import nodes, remove_tree, start_head, start_node, state_api
+from loopback_ray import joining_env, nodes, remove_tree, start_head, start_node, state_api
 
 pytestmark = pytest.mark.slow
 
@@ -72,18 +72,6 @@ def _train(
 
 def _rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-
-
-def _joining_env(head, home: Path) -> dict:
-    env = head.client_env(home=home)
-    env.update(
-        {
-            "RAY_ADDRESS": head.gcs_address,
-            "RAY_AUTH_MODE": "token",
-            "RAY_AUTH_TOKEN_PATH": str(head.token_path),
-        }
-    )
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +138,7 @@ def test_heterogeneous_cluster_keeps_verl_off_the_slim_verifier_node(bare_head, 
         verifier_id = verifier_ids[0]
         run_dir = tmp_path / "run"
         out = _train(
-            _joining_env(bare_head, tmp_path / "home"),
+            joining_env(bare_head, tmp_path / "home"),
             run_dir,
             # Every answer goes to the actors (none decided in the caller), so the pool really works there.
             # cpu_demo fixes 1 actor for a laptop; without it the pool is sized from the cluster.
@@ -328,7 +316,7 @@ def fsdp_runs(tiny_model_dir, tmp_path_factory):
         node_ids = {n["node_id"] for n in nodes(head)}
         two = FsdpRun("two nodes", tmp / "two-nodes")
         out = _train(
-            _joining_env(head, tmp / "home2"),
+            joining_env(head, tmp / "home2"),
             two.run_dir,
             [*FSDP_STEPS, "trainer.nnodes=2", "trainer.n_gpus_per_node=1"],
         )
@@ -339,7 +327,7 @@ def fsdp_runs(tiny_model_dir, tmp_path_factory):
         control = FsdpRun("no reduction", tmp / "no-reduction")
         # Its failure fails the control's test only (asserted there).
         out = _train(
-            {**_joining_env(head, tmp / "home3"), **control_env},
+            {**joining_env(head, tmp / "home3"), **control_env},
             control.run_dir,
             [
                 *FSDP_STEPS,

@@ -23,24 +23,20 @@ from pathlib import Path
 import chaos_run as chaos
 import psutil
 import pytest
-from loopback_ray import _processes_mentioning, nodes, remove_tree, start_head, start_node, state_api
+from loopback_ray import (
+    _processes_mentioning,
+    joining_env,
+    nodes,
+    remove_tree,
+    start_head,
+    start_node,
+    state_api,
+)
 
 pytestmark = pytest.mark.slow
 
 RLVR = str(Path(sys.executable).parent / "rlvr")
 STEPS = 6
-
-
-def _joining_env(head, home: Path) -> dict:
-    env = head.client_env(home=home)
-    env.update(
-        {
-            "RAY_ADDRESS": head.gcs_address,
-            "RAY_AUTH_MODE": "token",
-            "RAY_AUTH_TOKEN_PATH": str(head.token_path),
-        }
-    )
-    return env
 
 
 def test_a_lost_node_is_survived_by_a_restart_once_a_replacement_joins(tmp_path, tiny_model_dir):
@@ -61,7 +57,7 @@ def test_a_lost_node_is_survived_by_a_restart_once_a_replacement_joins(tmp_path,
         ]  # fmt: skip
         proc = subprocess.Popen(
             cmd,
-            env=_joining_env(head, tmp_path / "home"),
+            env=joining_env(head, tmp_path / "home"),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
