@@ -167,11 +167,7 @@ _durations: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    # Under xdist the node id carries the unit's "@group" suffix; the file is keyed by the plain id.
-    nodeid = report.nodeid
-    if nodeid.rfind("@") > nodeid.rfind("]"):
-        nodeid = nodeid[: nodeid.rfind("@")]
-    _durations[nodeid] = _durations.get(nodeid, 0.0) + report.duration
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session):

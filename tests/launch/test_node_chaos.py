@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import chaos_run as chaos
-import psutil
 import pytest
 from loopback_ray import (
     _processes_mentioning,
@@ -31,9 +30,10 @@ from loopback_ray import (
     start_head,
     start_node,
     state_api,
+    sweep,
 )
 
-from rlvr_launch.runs.restart import RESTARTABLE
+from rlvr_launch.runs.restart import PEER_LOST, RESTARTABLE
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ LOSS_REASONS = {
         "NodeDiedError",
         "LocalRayletDiedError",
     )
-} | {"a collective lost a peer: another rank's process died"}
+} | {PEER_LOST}
 
 
 def test_a_lost_node_is_survived_by_a_restart_once_a_replacement_joins(tmp_path, tiny_model_dir):
@@ -86,12 +86,7 @@ def test_a_lost_node_is_survived_by_a_restart_once_a_replacement_joins(tmp_path,
             f"no FSDP rank on the second node: {on_the_node}"
         )
         chaos.into_the_step(run_dir, 1, rng)
-        victims = _processes_mentioning(str(root / "n"))
-        for victim in victims:
-            try:
-                victim.kill()
-            except psutil.Error:
-                pass
+        sweep(str(root / "n"))  # every process of the node at once
         lost.process.wait(timeout=30)
         replacement = start_node(head, root / "r", num_cpus=6, num_gpus=1)
         out, _ = proc.communicate(timeout=900)

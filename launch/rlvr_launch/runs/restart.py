@@ -8,7 +8,8 @@ carries the remote error as `.cause`) and from the attempt's own log whether a r
   was lost with its owner (ObjectLostError, OwnerDiedError, ...), a weight sync timed out (rlvr's
   WeightSyncTimeout), the rollout's vLLM engine process died (vLLM's EngineDeadError), a collective lost
   its peer (gloo's "Connection closed by peer", NCCL's remote error: the surviving rank's report of a
-  rank that died, which can reach the driver before Ray's report of the death itself). The same recipe from the newest checkpoint has every reason to get further.
+  rank that died, which can reach the driver before Ray's report of the death itself). The same recipe
+  from the newest checkpoint has every reason to get further.
 - no: a diverged loss (NaN or inf anywhere in the error: the checkpoint holds the weights that diverged),
   an actor that failed in its constructor (a configuration error, named by `train.actor_failures`), Ray's
   out-of-memory killer (the same recipe needs the same memory), any error that is not one of the above
@@ -60,6 +61,7 @@ _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?([A-Za-z_]\w*(?:Error|Exception|Tim
 # A collective whose peer process went away: the rank that reports it is alive, another rank died (its
 # node lost, SIGKILL, OOM) and the driver heard from the survivor first. gloo: "Connection closed by peer
 # ... typically caused by a remote worker crashing"; NCCL: ncclRemoteError, "remote process exited".
+PEER_LOST = "a collective lost a peer: another rank's process died"
 _PEER_LOST = re.compile(
     r"Connection (?:closed|reset) by peer|remote worker crash|ncclRemoteError|remote process exited"
     r"|NCCL communicator was aborted",
@@ -161,7 +163,7 @@ def classify(
                 )
             return Failure(_first_line(e), True, RESTARTABLE[known[0]])
     if any(_PEER_LOST.search(m) for m in messages) or any(_PEER_LOST.search(m.group(2)) for m in log_errors):
-        return Failure(head, True, "a collective lost a peer: another rank's process died")
+        return Failure(head, True, PEER_LOST)
     for m in log_errors:
         if m.group(1) in RESTARTABLE:
             return Failure(f"{head} (after {m.group(1)}: {m.group(2)[:160]})", True, RESTARTABLE[m.group(1)])
