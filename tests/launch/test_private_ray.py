@@ -154,3 +154,25 @@ def test_the_private_head_runs_no_monitor_it_does_not_need_and_stops_every_proce
     ]
     assert left == [], [tree[pid] for pid in left]
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.mark.slow  # a fresh interpreter importing ray and rlvr_launch: ~2 s
+def test_a_run_ends_without_waiting_for_its_own_quick_check_children():
+    """The driver's own verifier-pool client runs its quick checks in a child process that only ends
+    with its caller (rlvr_verifiers.quick_worker). Ending the run stops it: shutdown used to wait out its
+    whole grace period (10 s) for it, then SIGKILL it as a process 'that outlived Ray's shutdown'."""
+    import subprocess
+    import sys
+
+    script = (
+        "from rlvr_verifiers.quick_worker import QuickWorker\n"
+        "from rlvr_launch.runs import train\n"
+        "w = QuickWorker(preload=('math',)); w.start(); pid = w.pid\n"
+        "train.stop_private_ray(set(), log=lambda m: print('LOG', m, flush=True))\n"
+        "import os; print('CHILD', pid, os.path.exists(f'/proc/{pid}'), w.pid)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "outlived" not in out.stdout, out.stdout  # nothing was left for the grace period and SIGKILL
+    child = [line.split() for line in out.stdout.splitlines() if line.startswith("CHILD")]
+    assert child and child[0][2:] == ["False", "None"], out.stdout

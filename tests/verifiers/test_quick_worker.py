@@ -75,3 +75,20 @@ def test_callers_in_several_threads_each_get_their_own_verdict(worker):
     for t in threads:
         t.join()
     assert got == {k: [True] * 30 for k in range(4)} and worker.gave_up == 0
+
+
+def test_close_all_stops_every_running_child_and_a_later_check_starts_a_fresh_one(worker):
+    from rlvr_verifiers import quick_worker
+
+    other = QuickWorker(preload=("math",))
+    other.start()
+    assert worker.check("pool_test_echo", Item("7", 7)).status == OK
+    children = [worker.pid, other.pid]
+    assert None not in children
+    assert quick_worker.close_all() >= 2  # (and any other worker this test process left running)
+    assert worker.pid is None and other.pid is None
+    for pid in children:  # gone (reaped), not only signalled
+        assert not Path(f"/proc/{pid}").exists()
+    assert worker.check("pool_test_echo", Item("3", 3)).status == OK
+    assert worker.pid not in (None, *children)
+    assert quick_worker.close_all() >= 1 and quick_worker.close_all() == 0

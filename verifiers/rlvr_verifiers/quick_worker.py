@@ -42,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,6 +84,24 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15)
+
+
+# Every worker of this process with a child running: a run that ends closes them all (close_all) instead
+# of leaving children that only exit with their caller.
+_RUNNING: weakref.WeakSet[QuickWorker] = weakref.WeakSet()
+
+
+def close_all() -> int:
+    """Stop the child of every QuickWorker of this process (a caller that checks again starts a fresh
+    one). `rlvr train` calls it when its run ends: the children of the driver's own pool clients would
+    otherwise live on until the driver exits, and the run's shutdown waited for them. Returns how many
+    children were stopped."""
+    stopped = 0
+    for worker in list(_RUNNING):
+        if worker.pid is not None:
+            stopped += 1
+        worker.close()
+    return stopped
 
 
 class QuickWorker:
@@ -135,6 +154,7 @@ class QuickWorker:
         )
         self._ready = False
         self._loaded = set(self.preload)
+        _RUNNING.add(self)
 
     def _wait_ready(self) -> bool:
         assert self._proc is not None and self._proc.stdout is not None
@@ -153,6 +173,7 @@ class QuickWorker:
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
         self._ready = False
+        _RUNNING.discard(self)
         if proc is None:
             return
         try:

@@ -412,7 +412,11 @@ def stop_private_ray(segments_before: set | None, log=log) -> None:
     import ray
 
     from rlvr_cluster import shm
+    from rlvr_verifiers import quick_worker
 
+    # The quick-check children of this process's own verifier-pool clients end with the run, not with
+    # this process: left running, they were the survivors kill_survivors waited its whole grace for.
+    quick_worker.close_all()
     # vLLM's queues, verl's weight buffers: SIGKILL leaves them; a crashed worker's are unheld.
     segments = shm.held_segments() | (shm.present_segments() - (segments_before or set()))
     processes = shm.run_processes()
