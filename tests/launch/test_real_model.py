@@ -85,6 +85,32 @@ def test_digit_sums_holds_out_pairs_never_trained_on_in_every_phrasing():
     }
 
 
+def test_digit_sums_r1_zero_asks_the_same_questions_with_r1_zeros_instruction():
+    from rlvr_launch.runs.embedded_model import DIGIT_SUMS_R1_ZERO, digit_sums_rows
+
+    plain, r1_zero = digit_sums_rows(), digit_sums_rows(DIGIT_SUMS_R1_ZERO)
+    for split in ("train", "test"):
+        assert len(plain[split]) == len(r1_zero[split])
+        for a, b in zip(plain[split], r1_zero[split], strict=True):
+            question, asked = a["prompt"][0]["content"], b["prompt"][0]["content"]
+            assert (
+                asked.startswith(question + " ")
+                and "<think> </think>" in asked
+                and "</think>" not in question
+            )
+            assert a["reward_model"] == b["reward_model"] and b["data_source"] == DIGIT_SUMS_R1_ZERO
+
+
+@pytest.mark.slow  # a Hydra composition with verl's validation: ~1 s
+def test_the_r1_zero_experiment_pays_the_r1_zero_rubric_on_its_own_data():
+    from rlvr_launch.recipes import compose
+
+    cfg = compose.compose(["experiment=smollm2_r1_zero"])
+    assert cfg.reward.reward_kwargs.rlvr.rubric == "r1_zero"
+    assert cfg.data.train_files.endswith("/digit_sums_r1_zero/train.parquet")
+    assert cfg.rlvr.prepare.digit_sums_r1_zero and cfg.rlvr.prepare.smollm2_135m_instruct
+
+
 @pytest.mark.slow
 def test_the_converted_folder_is_the_gguf_model(smollm2_model_dir):
     """Logits of the saved folder equal those of the model transformers loads from the package's GGUF file,

@@ -632,10 +632,19 @@ DIGIT_SUMS_PHRASINGS = (
 )
 DIGIT_SUMS_HELD_OUT_PAIRS = 30
 DIGIT_SUMS_SEED = 0
+# Task `digit_sums_r1_zero`: the same sums and splits, each question followed by R1-Zero's instruction (its
+# template asks for the reasoning inside <think> </think> before the answer); for the `r1_zero` rubric.
+DIGIT_SUMS_R1_ZERO = "digit_sums_r1_zero"
+R1_ZERO_INSTRUCTION = (
+    "{question} First think about it inside <think> </think> tags, then give the answer after </think>."
+)
+DIGIT_SUMS_INSTRUCTIONS = {DIGIT_SUMS: "{question}", DIGIT_SUMS_R1_ZERO: R1_ZERO_INSTRUCTION}
 
 
-def digit_sums_rows() -> dict[str, list[dict]]:
-    """verl's parquet rows of the task, by split (train, test); deterministic."""
+def digit_sums_rows(name: str = DIGIT_SUMS) -> dict[str, list[dict]]:
+    """verl's parquet rows of the task `name` (digit_sums or digit_sums_r1_zero), by split (train, test);
+    deterministic. Both variants ask the same questions in the same order; only the instruction differs."""
+    instruction = DIGIT_SUMS_INSTRUCTIONS[name]
     pairs = [(a, b) for a in range(10) for b in range(10)]
     random.Random(DIGIT_SUMS_SEED).shuffle(pairs)
     splits = {"test": pairs[:DIGIT_SUMS_HELD_OUT_PAIRS], "train": pairs[DIGIT_SUMS_HELD_OUT_PAIRS:]}
@@ -645,8 +654,10 @@ def digit_sums_rows() -> dict[str, list[dict]]:
         random.Random(f"{DIGIT_SUMS_SEED}-{split}").shuffle(items)
         rows[split] = [
             {
-                "data_source": DIGIT_SUMS,
-                "prompt": [{"role": "user", "content": phrasing.format(a=a, b=b)}],
+                "data_source": name,
+                "prompt": [
+                    {"role": "user", "content": instruction.format(question=phrasing.format(a=a, b=b))}
+                ],
                 "ability": "math",
                 "reward_model": {"style": "rule", "ground_truth": str(a + b)},
                 "extra_info": {"split": split, "index": i, "verifier": "math"},
@@ -656,18 +667,20 @@ def digit_sums_rows() -> dict[str, list[dict]]:
     return rows
 
 
-def ensure_digit_sums_data(data_dir: Path) -> Path:
+def ensure_digit_sums_data(data_dir: Path, name: str = DIGIT_SUMS) -> Path:
     import pandas as pd
 
-    out = Path(data_dir) / DIGIT_SUMS
-    payload = json.dumps([DIGIT_SUMS_PHRASINGS, DIGIT_SUMS_HELD_OUT_PAIRS, DIGIT_SUMS_SEED])
+    out = Path(data_dir) / name
+    payload = json.dumps(
+        [DIGIT_SUMS_PHRASINGS, DIGIT_SUMS_HELD_OUT_PAIRS, DIGIT_SUMS_SEED, DIGIT_SUMS_INSTRUCTIONS[name]]
+    )
     marker = out / f".built-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
-    with locked(Path(data_dir) / f".{DIGIT_SUMS}.lock"):
+    with locked(Path(data_dir) / f".{name}.lock"):
         if not marker.exists():
             tmp = out.with_name(out.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            for split, rows in digit_sums_rows().items():
+            for split, rows in digit_sums_rows(name).items():
                 pd.DataFrame(rows).to_parquet(tmp / f"{split}.parquet", index=False)
             (tmp / marker.name).touch()
             shutil.rmtree(out, ignore_errors=True)

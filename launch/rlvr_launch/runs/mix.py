@@ -32,7 +32,7 @@ from rlvr_launch.runs import embedded_model as embedded
 KEY = "rlvr.mix"
 NAME = "mix"  # == the task name and its data folder
 # rlvr's own generated tasks (rlvr.prepare) and the verifier their rows name (extra_info.verifier)
-GENERATED = {embedded.ADDITION: "math", embedded.DIGIT_SUMS: "math"}
+GENERATED = {embedded.ADDITION: "math", **dict.fromkeys(embedded.DIGIT_SUMS_INSTRUCTIONS, "math")}
 SEED = 0
 
 
@@ -114,8 +114,8 @@ def _ensure_part(task: str, data_dir: Path, log) -> None:
     if task == embedded.ADDITION:  # built once per tiny-model spec (its own marker)
         embedded.ensure_addition_data(data_dir)
         return
-    if task == embedded.DIGIT_SUMS:
-        embedded.ensure_digit_sums_data(data_dir)
+    if task in embedded.DIGIT_SUMS_INSTRUCTIONS:
+        embedded.ensure_digit_sums_data(data_dir, task)
         return
     if (folder / "train.parquet").is_file():
         return

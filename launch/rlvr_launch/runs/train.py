@@ -250,7 +250,13 @@ def prepare(cfg) -> None:
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
     from rlvr_launch.runs import real_models
 
-    known = {"tiny_model", "student_model", embedded.ADDITION, embedded.DIGIT_SUMS, *real_models.MODELS}
+    known = {
+        "tiny_model",
+        "student_model",
+        embedded.ADDITION,
+        *embedded.DIGIT_SUMS_INSTRUCTIONS,
+        *real_models.MODELS,
+    }
     unknown = wanted - known
     if unknown:
         raise UserError(
@@ -266,8 +272,8 @@ def prepare(cfg) -> None:
             log(
                 f"note: the recipe's model path is {cfg.actor_rollout_ref.model.path}, not the embedded build"
             )
-    if embedded.DIGIT_SUMS in wanted:
-        embedded.ensure_digit_sums_data(Path(cfg.rlvr.data_dir))
+    for name in sorted(wanted & set(embedded.DIGIT_SUMS_INSTRUCTIONS)):
+        embedded.ensure_digit_sums_data(Path(cfg.rlvr.data_dir), name)
     if embedded.ADDITION in wanted:
         embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
         embedded.ensure_addition_trained_data(Path(cfg.rlvr.data_dir))
