@@ -432,6 +432,72 @@ class WeightSyncTimeout(RuntimeError):
     """The rollout side of a weight sync did not answer in time."""
 
 
+class WeightSyncPeerLostError(RuntimeError):
+    """The rollout side of a weight sync went away (its process died) while the trainer waited on it."""
+
+
+# How often a sender waiting on the receiver looks whether the receiver's connection is still there.
+PEER_CHECK_S = 1.0
+
+
+class _WatchedSocket:
+    """verl's sender socket (zmq REQ, bound; the vLLM worker's REP connects to it) whose `recv` waits in
+    PEER_CHECK_S slices and gives up as soon as the receiver's connection drops. Without it a receiver that
+    died mid-sync (vLLM's engine process killed, OOM) held the trainer for the whole timeout (300 s by
+    default) before the run could restart. The connection events come from zmq's socket monitor."""
+
+    def __init__(self, socket, timeout_s: float) -> None:
+        import zmq
+
+        self._socket = socket
+        self._timeout_s = timeout_s
+        self._monitor = socket.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        self._connected = 0  # receivers connected now
+
+    def __getattr__(self, name):
+        return getattr(self._socket, name)
+
+    def _peer_lost(self) -> bool:
+        import zmq
+        from zmq.utils.monitor import recv_monitor_message
+
+        lost = False
+        while self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor)["event"]
+            if event == zmq.EVENT_ACCEPTED:
+                self._connected += 1
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._connected -= 1
+                lost = True
+        return lost and self._connected <= 0
+
+    def recv(self, *args, **kwargs):
+        import time
+
+        import zmq
+
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            if self._socket.poll(int(PEER_CHECK_S * 1000), zmq.POLLIN):
+                return self._socket.recv(*args, **kwargs)
+            if self._peer_lost():
+                raise WeightSyncPeerLostError(
+                    "weight sync to the vLLM rollout failed: the rollout's worker disconnected in the middle "
+                    "of the sync (its process died: vLLM's engine process killed or out of memory); the "
+                    "rollout server's log (rerun with --verbose) says why"
+                )
+            if time.monotonic() >= deadline:
+                raise zmq.Again()
+
+    def close(self, *args, **kwargs):
+        try:
+            self._socket.disable_monitor()
+        except Exception:  # noqa: BLE001 - the socket may already be closed
+            pass
+        self._monitor.close(0)
+        return self._socket.close(*args, **kwargs)
+
+
 def weight_sync_timeout_s() -> float:
     raw = os.environ.get(WEIGHT_SYNC_TIMEOUT_ENV, "").strip()
     if not raw:
@@ -474,6 +540,7 @@ def add_weight_sync_timeout(sender) -> None:
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
         self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket = _WatchedSocket(self.socket, weight_sync_timeout_s())
 
     @functools.wraps(send)
     async def async_send_weights(self, weights):

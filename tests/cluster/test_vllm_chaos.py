@@ -3,11 +3,12 @@ the child of verl's vLLM server actor that holds the model and runs the forward 
 point of a step of a real `rlvr train rollout=vllm` run.
 
 What reaches the driver depends on where in the step the kill lands: during generation, vLLM's
-EngineDeadError from the server; during the weight sync, the trainer's sender waits for an engine that
-will never acknowledge and fails with rlvr's WeightSyncTimeout after RLVR_WEIGHT_SYNC_TIMEOUT_S (300 s
-by default, 30 s here). Both are restartable causes (runs/restart.py): the run restarts itself from its
+EngineDeadError from the server; during the weight sync, the trainer's sender sees the engine's connection
+drop and fails within a second with rlvr's WeightSyncPeerLostError (before, it waited for an engine that
+would never acknowledge until RLVR_WEIGHT_SYNC_TIMEOUT_S, 300 s by default; 30 s here, for a death the
+connection does not show). All are restartable causes (runs/restart.py): the run restarts itself from its
 newest checkpoint and ends with every step exactly once, every sample of every step scored, the
-restart's cause naming one of the two, and nothing left running or in /dev/shm (the killed engine's
+restart's cause naming one of them, and nothing left running or in /dev/shm (the killed engine's
 message queues included). Real processes, slow.
 """
 
@@ -33,7 +34,13 @@ ENGINE = "VLLM::EngineCore"
 STEPS = 6
 ENGINE_LOSS_REASONS = {
     RESTARTABLE[name]
-    for name in ("EngineDeadError", "WeightSyncTimeout", "ActorDiedError", "ActorUnavailableError")
+    for name in (
+        "EngineDeadError",
+        "WeightSyncPeerLostError",
+        "WeightSyncTimeout",
+        "ActorDiedError",
+        "ActorUnavailableError",
+    )
 }
 # A sync to a dead engine fails after this long (a sync of the tiny model takes < 1 s even under load).
 SYNC_TIMEOUT_S = 30

