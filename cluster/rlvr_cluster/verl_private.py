@@ -433,7 +433,8 @@ class WeightSyncTimeout(RuntimeError):
 
 
 class WeightSyncPeerLostError(RuntimeError):
-    """The rollout side of a weight sync went away (its process died) while the trainer waited on it."""
+    """The rollout side of a weight sync disconnected while the trainer waited on it: its process died, or
+    its receiver failed and closed the connection (verl's receiver closes its socket on any error)."""
 
 
 # How often a sender waiting on the receiver looks whether the receiver's connection is still there.
@@ -443,8 +444,9 @@ PEER_CHECK_S = 1.0
 class _WatchedSocket:
     """verl's sender socket (zmq REQ, bound; the vLLM worker's REP connects to it) whose `recv` waits in
     PEER_CHECK_S slices and gives up as soon as the receiver's connection drops. Without it a receiver that
-    died mid-sync (vLLM's engine process killed, OOM) held the trainer for the whole timeout (300 s by
-    default) before the run could restart. The connection events come from zmq's socket monitor."""
+    died mid-sync (vLLM's engine process killed, OOM) or failed (its load raised: verl's receiver then closes
+    its socket) held the trainer for the whole timeout (300 s by default). The connection events come from
+    zmq's socket monitor."""
 
     def __init__(self, socket, timeout_s: float) -> None:
         import zmq
@@ -482,9 +484,9 @@ class _WatchedSocket:
                 return self._socket.recv(*args, **kwargs)
             if self._peer_lost():
                 raise WeightSyncPeerLostError(
-                    "weight sync to the vLLM rollout failed: the rollout's worker disconnected in the middle "
-                    "of the sync (its process died: vLLM's engine process killed or out of memory); the "
-                    "rollout server's log (rerun with --verbose) says why"
+                    "weight sync to the vLLM rollout failed: the rollout's side disconnected in the middle "
+                    "of the sync without acknowledging (its process died, or its receiver failed and closed "
+                    "the connection); the rollout server's log (rerun with --verbose) says why"
                 )
             if time.monotonic() >= deadline:
                 raise zmq.Again()

@@ -41,7 +41,9 @@ def test_a_weight_sync_whose_receiver_died_is_restartable():
     from rlvr_cluster.verl_private import WeightSyncPeerLostError
 
     failure = classify(remote(WeightSyncPeerLostError("the rollout's worker disconnected")))
-    assert failure.restartable and failure.reason == "the rollout's side of a weight sync died mid-sync"
+    assert (
+        failure.restartable and failure.reason == "the rollout's side of a weight sync disconnected mid-sync"
+    )
 
 
 def test_a_dead_vllm_engine_is_restartable():

@@ -6,7 +6,7 @@ carries the remote error as `.cause`) and from the attempt's own log whether a r
 - yes: a worker or actor process died (Ray's ActorDiedError / RayActorError / WorkerCrashedError /
   ActorUnavailableError), a node or its raylet was lost (NodeDiedError, LocalRayletDiedError), an object
   was lost with its owner (ObjectLostError, OwnerDiedError, ...), a weight sync timed out or its
-  receiver died mid-sync (rlvr's WeightSyncTimeout, WeightSyncPeerLostError), the rollout's vLLM engine process died (vLLM's EngineDeadError), a collective lost
+  receiver disconnected mid-sync (rlvr's WeightSyncTimeout, WeightSyncPeerLostError), the rollout's vLLM engine process died (vLLM's EngineDeadError), a collective lost
   its peer (gloo's "Connection closed by peer", NCCL's remote error: the surviving rank's report of a
   rank that died, which can reach the driver before Ray's report of the death itself). The same recipe
   from the newest checkpoint has every reason to get further.
@@ -45,7 +45,7 @@ RESTARTABLE = {
     "ObjectReconstructionFailedError": "an object was lost and could not be rebuilt",
     "ObjectFetchTimedOutError": "an object could not be fetched from its node",
     "WeightSyncTimeout": "a weight sync to the rollout timed out",
-    "WeightSyncPeerLostError": "the rollout's side of a weight sync died mid-sync",
+    "WeightSyncPeerLostError": "the rollout's side of a weight sync disconnected mid-sync",
     # vLLM's engine process (the rollout server's child that runs the model) died: the server cannot
     # generate or take weights again, and a new attempt starts a new one.
     "EngineDeadError": "the rollout's vLLM engine process died",
