@@ -538,11 +538,12 @@ def add_weight_sync_timeout(sender) -> None:
     @functools.wraps(init_socket)
     def _init_socket(self):
         init_socket(self)
-        timeout_ms = int(weight_sync_timeout_s() * 1000)
+        timeout_s = weight_sync_timeout_s()
+        timeout_ms = int(timeout_s * 1000)
         self.socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         self.socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket = _WatchedSocket(self.socket, weight_sync_timeout_s())
+        self.socket = _WatchedSocket(self.socket, timeout_s)
 
     @functools.wraps(send)
     async def async_send_weights(self, weights):

@@ -6,9 +6,10 @@ carries the remote error as `.cause`) and from the attempt's own log whether a r
 - yes: a worker or actor process died (Ray's ActorDiedError / RayActorError / WorkerCrashedError /
   ActorUnavailableError), a node or its raylet was lost (NodeDiedError, LocalRayletDiedError), an object
   was lost with its owner (ObjectLostError, OwnerDiedError, ...), a weight sync timed out or its
-  receiver disconnected mid-sync (rlvr's WeightSyncTimeout, WeightSyncPeerLostError), the rollout's vLLM engine process died (vLLM's EngineDeadError), a collective lost
-  its peer (gloo's "Connection closed by peer", NCCL's remote error: the surviving rank's report of a
-  rank that died, which can reach the driver before Ray's report of the death itself). The same recipe
+  receiver disconnected mid-sync (rlvr's WeightSyncTimeout, WeightSyncPeerLostError), the rollout's vLLM
+  engine process died (vLLM's EngineDeadError), a collective lost its peer (gloo's "Connection closed by
+  peer", NCCL's remote error: the surviving rank's report of a rank that died, which can reach the driver
+  before Ray's report of the death itself). The same recipe
   from the newest checkpoint has every reason to get further.
 - no: a diverged loss (NaN or inf anywhere in the error: the checkpoint holds the weights that diverged),
   an actor that failed in its constructor (a configuration error, named by `train.actor_failures`), Ray's
