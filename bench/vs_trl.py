@@ -276,6 +276,7 @@ def trl_worker(setup: str, seed: int, steps: int, out: Path, threads: int) -> No
         return scores
 
     marks: list[float] = []
+    step_ends: list[float] = []  # wall clock at the end of each step (compared across processes)
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
@@ -284,6 +285,8 @@ def trl_worker(setup: str, seed: int, steps: int, out: Path, threads: int) -> No
 
         def on_step_end(self, args, state, control, **kwargs):
             marks.append(time.perf_counter())
+            if (len(marks) - 1) % per_generation == 0:  # a generation batch's last update ended
+                step_ends.append(time.time())
 
     per_generation = spec["trl"]["steps_per_generation"]
     config = GRPOConfig(
@@ -329,6 +332,7 @@ def trl_worker(setup: str, seed: int, steps: int, out: Path, threads: int) -> No
     result = {
         "rewards": rewards_per_step,
         "step_times": step_times,
+        "step_ends": step_ends,
         "held_out": held_out_greedy(trainer.model, tokenizer, held_out, spec["max_new_tokens"]),
         "threads": torch.get_num_threads(),
     }
@@ -373,6 +377,28 @@ def run_trl(
 # --- rlvr side ---------------------------------------------------------------------------------------
 
 
+class StepStamps(threading.Thread):
+    """Wall-clock time at which each step's row appears in the run's attempt log (polled twice a second):
+    with --parallel, which steps of one side ran while the other side was still training."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.ends, self.done = path, {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            try:
+                lines = self.path.read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                try:
+                    step = json.loads(line)["step"]
+                except (ValueError, KeyError):
+                    continue
+                self.ends.setdefault(step, time.time())
+
+
 def run_rlvr(setup: str, seed: int, steps: int, work: Path, overrides: list[str]) -> dict:
     run_dir = work / f"rlvr-{seed}"
     held_out_key = SETUPS[setup]["held_out_key"]
@@ -381,7 +407,11 @@ def run_rlvr(setup: str, seed: int, steps: int, work: Path, overrides: list[str]
     if steps % 20:
         cmd.append(f"trainer.test_freq={steps}")  # the held-out figure after the last step
     cmd += [*overrides, "--run-dir", str(run_dir)]
+    stamps = StepStamps(run_dir / "attempts" / "1.jsonl")
+    stamps.start()
     code, wall, memory = run_measured(cmd, work / f"rlvr-{seed}.log")
+    stamps.done.set()
+    stamps.join(timeout=5)
     if code != 0:
         raise SystemExit(f"rlvr train seed {seed} failed; see {work / f'rlvr-{seed}.log'}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -391,9 +421,10 @@ def run_rlvr(setup: str, seed: int, steps: int, work: Path, overrides: list[str]
     phases = {p: [r[f"timing_s/{p}"] for r in rows[1:] if f"timing_s/{p}" in r] for p in PHASES}
     return {
         "rewards": rewards,
-        "step_times": phases["step"],
+        "step_times": [r["timing_s/step"] for r in rows if "timing_s/step" in r],  # every step, as TRL's
         "phases": {p: statistics.median(v) for p, v in phases.items() if v},
         "held_out": held[0] if held else float("nan"),
+        "step_ends": [stamps.ends[step] for step in sorted(stamps.ends)],
         "wall": wall,
         "rss": memory.peak_rss,
         "pss": memory.peak_pss,
@@ -504,6 +535,27 @@ def learning_comparison(results: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
+def overlap_medians(results: dict) -> tuple[float, float] | None:
+    """With --parallel: each side's median s/step over its steps (after the first) that began and ended
+    while the other side was still training, from the wall-clock step ends both sides record."""
+    if not results.get("parallel"):
+        return None
+    per_side: dict[str, list[float]] = {"rlvr": [], "trl": []}
+    for a, b in zip(results["rlvr"], results["trl"], strict=False):
+        if not a.get("step_ends") or not b.get("step_ends"):
+            continue
+        for side, other in (("rlvr", b), ("trl", a)):
+            run = a if side == "rlvr" else b
+            other_first = other["step_ends"][0] - other["step_times"][0]
+            other_last = other["step_ends"][-1]
+            for i, (took, end) in enumerate(zip(run["step_times"], run["step_ends"], strict=False)):
+                if i > 0 and end - took >= other_first and end <= other_last:
+                    per_side[side].append(took)
+    if not per_side["rlvr"] or not per_side["trl"]:
+        return None
+    return statistics.median(per_side["rlvr"]), statistics.median(per_side["trl"])
+
+
 def report(results: dict[str, list[dict]], out: Path) -> None:
     def med(values):
         return statistics.median(values) if values else float("nan")
@@ -551,6 +603,12 @@ def report(results: dict[str, list[dict]], out: Path) -> None:
     print(
         f"{'median s/step (after the first)':<36}{r['s_step']:>20.3f}{t['s_step']:>20.3f}{r['s_step'] / t['s_step']:>8.2f}"
     )
+    both = overlap_medians(results)
+    if both:
+        print(
+            f"{'  steps run while both trained':<36}{both[0]:>20.3f}{both[1]:>20.3f}{both[0] / both[1]:>8.2f}"
+            "  (--parallel: the side that finishes first leaves the other alone)"
+        )
     print(
         f"{'peak RSS of the process tree, GiB':<36}{r['rss']:>20.2f}{t['rss']:>20.2f}{r['rss'] / t['rss']:>8.2f}"
     )
