@@ -8,6 +8,7 @@ The training benches share one tiny size (TINY_TRAIN, the e2e tests' shape): 2 s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -163,3 +164,44 @@ def test_vs_trl_learning_verdicts_need_enough_seeds_to_find_a_difference():
     assert last["verdict"] == "DIFFERENT" and abs(last["diff"] + 0.10) < 1e-9
     assert last["ci"][0] < -0.10 < last["ci"][1] < 0
     assert rows["held-out greedy after the last step"]["verdict"] == "within seed noise"
+
+
+def test_vs_trl_short_runs_compare_half_their_steps_at_each_end():
+    vs_trl = _vs_trl()
+    # 10-step runs (the smollm2 setup): the first and last 5 steps, and the figures say so
+    runs = [{"rewards": [0.2] * 5 + [0.6] * 5, "held_out": h} for h in (0.5, 0.6, 0.7)]
+    rows = {row["figure"]: row for row in vs_trl.learning_comparison({"rlvr": runs, "trl": runs})}
+    assert set(rows) == {
+        "reward, first 5 steps",
+        "reward, last 5 steps",
+        "reward gain, last 5 - first 5",
+        "held-out greedy after the last step",
+    }
+    assert (
+        abs(vs_trl.first_last(runs[0]["rewards"], 5)[1] - vs_trl.first_last(runs[0]["rewards"], 5)[0] - 0.4)
+        < 1e-9
+    )
+
+
+def test_vs_trl_parallel_speed_counts_only_steps_run_while_both_sides_trained():
+    vs_trl = _vs_trl()
+    # rlvr's steps end at 100..400 s (100 s each); TRL's four 60 s steps end at 50..230 s. rlvr's step 3
+    # (200-300 s) ends after TRL stopped training: it ran alone and is left out, as is each first step.
+    rlvr = {"step_times": [100, 100, 40, 40], "step_ends": [100, 200, 300, 400]}
+    trl = {"step_times": [60, 60, 60, 60], "step_ends": [50, 110, 170, 230]}
+    both = vs_trl.overlap_medians({"parallel": True, "rlvr": [rlvr], "trl": [trl]})
+    assert both == (100, 60)
+    # one side at a time, or runs recorded without stamps: no such figure
+    assert vs_trl.overlap_medians({"parallel": False, "rlvr": [rlvr], "trl": [trl]}) is None
+    assert vs_trl.overlap_medians({"parallel": True, "rlvr": [{"step_times": [1]}], "trl": [trl]}) is None
+
+
+def test_vs_trl_reports_the_recorded_smollm2_run(tmp_path, capsys):
+    vs_trl = _vs_trl()
+    shutil.copy(BENCH / "results" / "vs_trl_smollm2.json", tmp_path / "vs_trl.json")
+    vs_trl.report(json.loads((tmp_path / "vs_trl.json").read_text()), tmp_path)
+    out = capsys.readouterr().out
+    assert "setup: SmolLM2-135M-Instruct, digit_sums; both sides at once" in out
+    assert re.search(r"reward first 5 -> last 5 \(mean\)\s+0\.285 -> 0\.362\s+0\.250 -> 0\.433", out), out
+    assert re.search(r"median s/step \(after the first\)\s+81\.975\s+64\.807\s+1\.26", out), out
+    assert (tmp_path / "vs_trl.png").stat().st_size > 10_000
