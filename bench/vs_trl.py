@@ -46,7 +46,7 @@ verifier) after the last step, median seconds per step after the first, verl's p
 and the peak resident memory of each side's whole process tree (RSS summed over processes, and PSS,
 which counts a page shared by several processes once). The machine's load average is printed with the
 figures: compare the ratio, not the absolute times, on a shared machine. A plot of the reward per step
-goes to DIR/vs_trl.png.
+goes to DIR/vs_trl.png (with `--report FILE`: beside FILE, its name with .png; FILE is only read).
 """
 
 from __future__ import annotations
@@ -557,7 +557,10 @@ def overlap_medians(results: dict) -> tuple[float, float] | None:
     return statistics.median(per_side["rlvr"]), statistics.median(per_side["trl"])
 
 
-def report(results: dict[str, list[dict]], out: Path) -> None:
+def report(results: dict[str, list[dict]], saved: Path, write: bool = True) -> None:
+    """Print the comparison; write the results to `saved` (unless `write` is false: a recorded file is
+    only read) and the plot beside it, under the same name with .png."""
+
     def med(values):
         return statistics.median(values) if values else float("nan")
 
@@ -631,9 +634,10 @@ def report(results: dict[str, list[dict]], out: Path) -> None:
     print(
         "rlvr per-phase median s (verl timing_s/*): " + ", ".join(f"{p} {v:.3f}" for p, v in phases.items())
     )
-    (out / "vs_trl.json").write_text(json.dumps(results, indent=1))
-    plot(results, out / "vs_trl.png")
-    print(f"results: {out / 'vs_trl.json'}; plot: {out / 'vs_trl.png'}")
+    if write:
+        saved.write_text(json.dumps(results, indent=1))
+    plot(results, saved.with_suffix(".png"))
+    print(f"results: {saved}; plot: {saved.with_suffix('.png')}")
 
 
 def plot(results: dict[str, list[dict]], path: Path) -> None:
@@ -700,7 +704,7 @@ def main() -> None:
         trl_worker(args.setup, args.seed, args.steps, args.out, args.trl_threads)
         return
     if args.report:
-        report(json.loads(args.report.read_text()), args.report.parent)
+        report(json.loads(args.report.read_text()), args.report, write=False)
         return
     if args.trl_path is not None:
         sys.path.insert(0, str(args.trl_path))
@@ -752,7 +756,7 @@ def main() -> None:
             continue
         for tool in todo:
             record(tool, seed, run(tool, seed))
-    report(results, out)
+    report(results, saved)
 
 
 if __name__ == "__main__":
