@@ -74,6 +74,13 @@ BENCHES: dict[str, tuple[list[str], str]] = {
         ["--report", "{tmp}/learning_margins.json"],
         r"reward_gain \(margin [-+\d.]+\)\n  healthy +n=[\s\S]*held_out_gain \(margin",
     ),
+    # Minutes of real-model training and plain-torch updates: the report path runs on the recorded result
+    # (bench/results/update_floor.json).
+    "update_floor.py": (
+        ["--report", "{tmp}/update_floor.json"],
+        r"median over steps \d+-\d+: verl update [\d.]+ s, plain-torch floor [\d.]+ s, ratio [\d.]+[\s\S]*"
+        r"response length, verl's metric / this bench's shapes",
+    ),
     # The qwen3 pipeline is minutes of training: the report path runs on a recorded result
     # (bench/results/thinking_budget.json, the bench's default size).
     "thinking_budget.py": (
@@ -199,9 +206,46 @@ def test_vs_trl_parallel_speed_counts_only_steps_run_while_both_sides_trained():
 def test_vs_trl_reports_the_recorded_smollm2_run(tmp_path, capsys):
     vs_trl = _vs_trl()
     shutil.copy(BENCH / "results" / "vs_trl_smollm2.json", tmp_path / "vs_trl.json")
-    vs_trl.report(json.loads((tmp_path / "vs_trl.json").read_text()), tmp_path)
+    vs_trl.report(json.loads((tmp_path / "vs_trl.json").read_text()), tmp_path / "vs_trl.json", write=False)
     out = capsys.readouterr().out
     assert "setup: SmolLM2-135M-Instruct, digit_sums; both sides at once" in out
-    assert re.search(r"reward first 5 -> last 5 \(mean\)\s+0\.285 -> 0\.362\s+0\.250 -> 0\.433", out), out
-    assert re.search(r"median s/step \(after the first\)\s+81\.975\s+64\.807\s+1\.26", out), out
+    assert re.search(r"reward first 5 -> last 5 \(mean\)\s+0\.287 -> 0\.392\s+0\.252 -> 0\.420", out), out
+    assert re.search(r"median s/step \(after the first\)\s+83\.295\s+66\.891\s+1\.25", out), out
+    # 4 seeds a side can find a difference (smallest p 2/70): the recorded gains are within noise
+    assert re.search(r"reward gain, last 5 - first 5 .* p 0\.171\): within seed noise", out), out
     assert (tmp_path / "vs_trl.png").stat().st_size > 10_000
+
+
+def _update_floor():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("update_floor", BENCH / "update_floor.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_update_floor_micro_batches_partition_every_sample_as_verls_token_budget_does():
+    floor = _update_floor()
+    lengths = [85, 110, 47, 104, 60, 99, 41, 107, 52, 90] * 3  # 2,385 tokens
+    bins = floor.micro_batches(lengths, 2048)
+    assert sorted(i for b in bins for i in b) == list(range(len(lengths)))  # each sample once
+    assert len(bins) == 2  # ceil(2385 / 2048)
+    loads = [sum(lengths[i] for i in b) for b in bins]
+    assert max(loads) - min(loads) <= max(lengths)  # balanced by tokens, largest first
+    assert floor.micro_batches([50] * 8, 2048) == [list(range(8))]  # under the budget: one micro-batch
+
+
+def test_vs_trl_report_of_a_recorded_file_only_reads_it_and_plots_beside_it(tmp_path):
+    recorded = tmp_path / "vs_trl_smollm2.json"
+    recorded.write_bytes((RECORDED / "vs_trl_smollm2.json").read_bytes())
+    other = tmp_path / "vs_trl.json"  # another setup's recorded result in the same folder
+    other.write_text("{}")
+    before = recorded.read_bytes()
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "vs_trl.py"), "--report", str(recorded)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert recorded.read_bytes() == before and other.read_text() == "{}"
+    assert (tmp_path / "vs_trl_smollm2.png").stat().st_size > 0
+    assert not (tmp_path / "vs_trl.png").exists()
