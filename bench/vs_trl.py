@@ -55,6 +55,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -409,6 +410,9 @@ def run_rlvr(setup: str, seed: int, steps: int, work: Path, overrides: list[str]
     if steps % 20:
         cmd.append(f"trainer.test_freq={steps}")  # the held-out figure after the last step
     cmd += [*overrides, "--run-dir", str(run_dir)]
+    # A fresh run directory: one left by a failed try of this seed (resumed --out) would make `rlvr train`
+    # resume it as attempt 2, and its attempt 1 would be stamped as this run's steps.
+    shutil.rmtree(run_dir, ignore_errors=True)
     stamps = StepStamps(run_dir / "attempts" / "1.jsonl")
     stamps.start()
     code, wall, memory = run_measured(cmd, work / f"rlvr-{seed}.log")
