@@ -124,13 +124,18 @@ def test_bench_runs_at_a_tiny_size(script, tmp_path, rlvr_cache):
     assert re.search(report, out.stdout), tail
 
 
-def _vs_trl():
+def _bench_module(name: str):
+    """A bench script imported as a module (bench/ is not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("vs_trl", BENCH / "vs_trl.py")
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _vs_trl():
+    return _bench_module("vs_trl")
 
 
 def test_vs_trl_t_quantile_matches_students_table():
@@ -216,17 +221,8 @@ def test_vs_trl_reports_the_recorded_smollm2_run(tmp_path, capsys):
     assert (tmp_path / "vs_trl.png").stat().st_size > 10_000
 
 
-def _update_floor():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("update_floor", BENCH / "update_floor.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_update_floor_micro_batches_partition_every_sample_as_verls_token_budget_does():
-    floor = _update_floor()
+    floor = _bench_module("update_floor")
     lengths = [85, 110, 47, 104, 60, 99, 41, 107, 52, 90] * 3  # 2,385 tokens
     bins = floor.micro_batches(lengths, 2048)
     assert sorted(i for b in bins for i in b) == list(range(len(lengths)))  # each sample once
