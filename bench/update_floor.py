@@ -174,30 +174,43 @@ def fsdp2_copy(model_dir: str, optim: dict):
     import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    from transformers import AutoModelForCausalLM
 
     if not dist.is_initialized():
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    model.train()
+    model = _load_model(model_dir)
     policy = MixedPrecisionPolicy(
         param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=True
     )
     for layer in model.model.layers:
         fully_shard(layer, mp_policy=policy, reshard_after_forward=True)
     fully_shard(model, mp_policy=policy, reshard_after_forward=True)
-    optimizer = torch.optim.AdamW(
+    return model, _adamw(model, optim)
+
+
+def _load_model(model_dir: str):
+    """The converted folder as the recipe's actor holds it: fp32, eager attention, training mode."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    model.train()
+    return model
+
+
+def _adamw(model, optim: dict):
+    import torch
+
+    return torch.optim.AdamW(
         model.parameters(), lr=float(optim["lr"]), weight_decay=float(optim.get("weight_decay", 0.01))
     )
-    return model, optimizer
 
 
 def run_floor(run_dir: Path, threads: int) -> dict:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     torch.set_num_threads(threads)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -205,12 +218,9 @@ def run_floor(run_dir: Path, threads: int) -> dict:
     model_dir = arr["model"]["path"]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     shapes = step_shapes(run_dir, tokenizer)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    model.train()
+    model = _load_model(model_dir)
     optim = arr["actor"]["optim"]
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=float(optim["lr"]), weight_decay=float(optim.get("weight_decay", 0.01))
-    )
+    optimizer = _adamw(model, optim)
     max_tokens = int(arr["actor"]["ppo_max_token_len_per_gpu"])
     temperature = float(arr["rollout"]["temperature"])
     clip = float(arr["actor"].get("clip_ratio", 0.2))
@@ -268,23 +278,23 @@ def report(result: dict) -> None:
                   f"{rlvr[s] / floor[s]['seconds']:>6.2f}")  # fmt: skip
     print(f"median over steps {later[0]}-{later[-1]}: verl update {ours:.1f} s, plain-torch floor {base:.1f} s, "
           f"ratio {ours / base:.2f}")  # fmt: skip
-    for phase in ("forward", "log_probs_entropy", "loss_backward", "clip_adamw"):
-        v = statistics.median(floor[s]["phases"][phase] for s in later)
-        print(f"  floor {phase:<18} {v:6.1f} s  ({v / base:.0%})")
-    narrow = statistics.median(floor[s]["seconds_response_logits"] for s in later)
-    print(
-        f"floor with the output layer on response positions only: {narrow:.1f} s "
-        f"({narrow / base:.2f} of the full-width floor; verl update / it {ours / narrow:.2f})"
-    )
-    for phase in ("forward", "log_probs_entropy", "loss_backward", "clip_adamw"):
-        v = statistics.median(floor[s]["phases_response_logits"][phase] for s in later)
-        print(f"  response-only {phase:<18} {v:6.1f} s")
-    wrapped = statistics.median(floor[s]["seconds_fsdp2"] for s in later)
-    print(f"floor with the model wrapped in FSDP2 as verl wraps it: {wrapped:.1f} s ({wrapped / base:.2f} of the "
-          f"floor; verl update / it {ours / wrapped:.2f})")  # fmt: skip
-    for phase in ("forward", "log_probs_entropy", "loss_backward", "clip_adamw"):
-        v = statistics.median(floor[s]["phases_fsdp2"][phase] for s in later)
-        print(f"  FSDP2 {phase:<18} {v:6.1f} s")
+    variants = (
+        ("", "seconds", "phases", None),
+        ("response-only", "seconds_response_logits", "phases_response_logits",
+         "floor with the output layer on response positions only: {v:.1f} s "
+         "({r:.2f} of the full-width floor; verl update / it {o:.2f})"),
+        ("FSDP2", "seconds_fsdp2", "phases_fsdp2",
+         "floor with the model wrapped in FSDP2 as verl wraps it: {v:.1f} s ({r:.2f} of the floor; "
+         "verl update / it {o:.2f})"),
+    )  # fmt: skip
+    for label, seconds, phases, headline in variants:
+        total = statistics.median(floor[s][seconds] for s in later)
+        if headline:
+            print(headline.format(v=total, r=total / base, o=ours / total))
+        for phase in ("forward", "log_probs_entropy", "loss_backward", "clip_adamw"):
+            v = statistics.median(floor[s][phases][phase] for s in later)
+            share = f"  ({v / base:.0%})" if not label else ""
+            print(f"  {label or 'floor'} {phase:<18} {v:6.1f} s{share}")
     for name in ("prompt", "response"):
         check = [
             (s, result[f"verl_{name}_mean"].get(str(s)), floor[s][f"{name}_mean"]) for s in sorted(floor)
