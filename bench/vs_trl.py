@@ -561,9 +561,9 @@ def overlap_medians(results: dict) -> tuple[float, float] | None:
     return statistics.median(per_side["rlvr"]), statistics.median(per_side["trl"])
 
 
-def report(results: dict[str, list[dict]], saved: Path, write: bool = True) -> None:
-    """Print the comparison; write the results to `saved` (unless `write` is false: a recorded file is
-    only read) and the plot beside it, under the same name with .png."""
+def report(results: dict[str, list[dict]], saved: Path) -> None:
+    """Print the comparison of the results saved in `saved` (written by the run after each side's run,
+    only read here) and plot them beside it, under the same name with .png."""
 
     def med(values):
         return statistics.median(values) if values else float("nan")
@@ -638,8 +638,6 @@ def report(results: dict[str, list[dict]], saved: Path, write: bool = True) -> N
     print(
         "rlvr per-phase median s (verl timing_s/*): " + ", ".join(f"{p} {v:.3f}" for p, v in phases.items())
     )
-    if write:
-        saved.write_text(json.dumps(results, indent=1))
     plot(results, saved.with_suffix(".png"))
     print(f"results: {saved}; plot: {saved.with_suffix('.png')}")
 
@@ -708,7 +706,7 @@ def main() -> None:
         trl_worker(args.setup, args.seed, args.steps, args.out, args.trl_threads)
         return
     if args.report:
-        report(json.loads(args.report.read_text()), args.report, write=False)
+        report(json.loads(args.report.read_text()), args.report)
         return
     if args.trl_path is not None:
         sys.path.insert(0, str(args.trl_path))
@@ -737,7 +735,7 @@ def main() -> None:
     def record(tool: str, seed: int, result: dict) -> None:
         results[tool].append(result)
         results.setdefault("loads", []).append(os.getloadavg()[0])
-        (out / "vs_trl.json").write_text(json.dumps(results, indent=1))  # kept if a later run fails
+        saved.write_text(json.dumps(results, indent=1))  # kept if a later run fails
         first, last = first_last(result["rewards"])
         print(
             f"seed {seed} {tool}: reward {first:.3f} -> {last:.3f}, held-out {result['held_out']:.3f}, "

@@ -211,7 +211,7 @@ def test_vs_trl_parallel_speed_counts_only_steps_run_while_both_sides_trained():
 def test_vs_trl_reports_the_recorded_smollm2_run(tmp_path, capsys):
     vs_trl = _vs_trl()
     shutil.copy(BENCH / "results" / "vs_trl_smollm2.json", tmp_path / "vs_trl.json")
-    vs_trl.report(json.loads((tmp_path / "vs_trl.json").read_text()), tmp_path / "vs_trl.json", write=False)
+    vs_trl.report(json.loads((tmp_path / "vs_trl.json").read_text()), tmp_path / "vs_trl.json")
     out = capsys.readouterr().out
     assert "setup: SmolLM2-135M-Instruct, digit_sums; both sides at once" in out
     assert re.search(r"reward first 5 -> last 5 \(mean\)\s+0\.287 -> 0\.392\s+0\.252 -> 0\.420", out), out
