@@ -271,9 +271,9 @@ def prepare(cfg) -> None:
     """Check that the rollout backend is installed, build the embedded assets the recipe asks for, then
     check every dataset file."""
     from rlvr_launch.runs import datacheck
+    from rlvr_launch.runs import embedded_model as embedded
 
     check_rollout_installed(cfg)
-    from rlvr_launch.runs import embedded_model as embedded
 
     wanted = {name for name, on in (cfg.rlvr.get("prepare") or {}).items() if on}
     from rlvr_launch.runs import real_models
