@@ -150,3 +150,13 @@ def assert_complete(run_dir: Path, steps: int, by_the_pool: bool = False) -> Non
             assert unscored == [], (
                 f"step {step}: samples neither scored by the pool nor failed: {unscored[:2]}"
             )
+
+
+def preloaded_allocator(pid: int) -> str | None:
+    """The malloc library the process has mapped (jemalloc or tcmalloc), or None: glibc's own."""
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if "libjemalloc" in path or "libtcmalloc" in path:
+                return os.path.realpath(path)
+    return None

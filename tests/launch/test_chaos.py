@@ -57,8 +57,10 @@ def test_a_killed_fsdp_worker_and_rollout_server_are_restarted_and_a_killed_pool
     )
     killed = []
     chaos.wait_for_rows(proc, run_dir, attempt=1, rows=2)
+    _on_the_cpu_allocator(proc.pid)
     killed.append(chaos.kill_in_a_step(proc.pid, "ray::WorkerDict", rng, run_dir, 1))
     chaos.wait_for_rows(proc, run_dir, attempt=2, rows=2)
+    _on_the_cpu_allocator(proc.pid)  # a restarted attempt's new workers too
     killed.append(chaos.kill_in_a_step(proc.pid, "ray::HFServer", rng, run_dir, 2))
     # Each kill lands within a step time of a row: attempt 1 logged <= 3, attempt 2 resumed at <= 3 and
     # logged <= 6, attempt 3 resumes at <= 6; its pool actor is killed after its second row (<= 8), and
@@ -81,6 +83,19 @@ def test_a_killed_fsdp_worker_and_rollout_server_are_restarted_and_a_killed_pool
     assert "3 attempts, 2 restarts" in out
     assert chaos.leftovers(ray_root) == []
     assert chaos.orphaned_segments(segments_before) == set()
+
+
+def _on_the_cpu_allocator(driver: int) -> None:
+    """The run's FSDP worker and hf rollout server run on jemalloc where it is installed
+    (rlvr.cpu_allocator's default), on glibc's malloc where it is not."""
+    from rlvr_cluster.env import find_jemalloc
+
+    expected = find_jemalloc()
+    expected = expected and os.path.realpath(expected)
+    for title in ("ray::WorkerDict", "ray::HFServer"):
+        procs = chaos.titled(driver, title)
+        assert procs, f"no {title} process under the driver"
+        assert {chaos.preloaded_allocator(p.pid) for p in procs} == {expected}, title
 
 
 def _ended_mid_run(run_dir: Path, attempt: int, steps: int) -> None:

@@ -132,7 +132,7 @@ class VLLMServer:
         from omegaconf import OmegaConf
 
         from rlvr_cluster import shm
-        from rlvr_cluster.env import platform_name, worker_env
+        from rlvr_cluster.env import cpu_allocator_env, platform_name, worker_env
 
         platform = platform_name(self.cfg)
         missing = missing_vllm_message(platform)
@@ -140,6 +140,10 @@ class VLLMServer:
             raise UserError(missing)
         started = time.monotonic()
         env = worker_env(self.cfg)
+        try:
+            env.update(cpu_allocator_env(self.cfg)[0])
+        except ValueError as e:
+            raise UserError(str(e)) from None
         # vLLM logs to stdout by default: this process's stdout is the table or `--json`'s report.
         env.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         if not self.verbose:

@@ -14,6 +14,7 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - Token budgets: with dynamic batch sizing, one sequence (max_prompt_length + max_response_length) must
   fit in `actor.ppo_max_token_len_per_gpu`.
 - `rlvr.verifier_placement` is one of the known policies (rlvr_launch/runs/placement.py).
+- `rlvr.cpu_allocator` is `jemalloc`, `system` or the absolute path of a shared library (rlvr_cluster/env.py).
 - A DAPO `algorithm.filter_groups.metric` that is a per-status indicator (`rlvr_timeout`, ...) needs
   `reward.reward_kwargs.rlvr.status_indicators: true` (the reward returns them only when asked).
 - `actor_rollout_ref.rollout.router_config_path: rlvr:<file>` becomes the path of <file> in the
@@ -125,6 +126,21 @@ def _check_placement(cfg) -> None:
     placement = str(OmegaConf.select(cfg, "rlvr.verifier_placement", default="require"))
     if placement not in PLACEMENTS:
         raise UserError(f"rlvr.verifier_placement={placement!r}: use one of {', '.join(PLACEMENTS)}")
+
+
+def _check_cpu_allocator(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    from rlvr_cluster.env import ALLOCATOR_CHOICES
+
+    # Only the value's shape here: whether a path exists is known on the machine the workers start on
+    # (rlvr_cluster.env.cpu_allocator_env), which a submitting laptop is not.
+    choice = str(OmegaConf.select(cfg, "rlvr.cpu_allocator", default="jemalloc"))
+    if choice not in ALLOCATOR_CHOICES and not (choice.startswith("/") and ".so" in Path(choice).name):
+        raise UserError(
+            f"rlvr.cpu_allocator={choice!r}: use one of {', '.join(ALLOCATOR_CHOICES)}, or the absolute path "
+            "of a malloc library (e.g. rlvr.cpu_allocator=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4)"
+        )
 
 
 def _check_filter_metric(cfg) -> None:
@@ -268,6 +284,7 @@ def check(cfg) -> None:
     _check_overlong(cfg)
     _check_batches(cfg)
     _check_placement(cfg)
+    _check_cpu_allocator(cfg)
     _check_filter_metric(cfg)
     _check_reward_workers(cfg)
     _check_in_process_router(cfg)

@@ -882,7 +882,7 @@ def _attempt(
     configuration error found before verl starts is raised (UserError)."""
     from omegaconf import OmegaConf, open_dict
 
-    from rlvr_cluster.env import worker_env
+    from rlvr_cluster.env import cpu_allocator_env, worker_env
     from rlvr_launch.runs import restart
 
     started_ray, ray_temp_dir = False, None
@@ -935,6 +935,13 @@ def _attempt(
         if overrides is not None:
             rd.save_recipe(overrides)
         env = worker_env(cfg)
+        try:
+            allocator, allocator_note = cpu_allocator_env(cfg)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        env.update(allocator)
+        if allocator_note and first:
+            log(allocator_note)
         env["VERL_FILE_LOGGER_PATH"] = str(attempt_log)
         if "wandb" in loggers:
             # Offline unless the user configured wandb: an unreachable server must never block a run.

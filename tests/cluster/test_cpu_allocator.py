@@ -1,0 +1,86 @@
+"""The CPU platform's worker allocator (rlvr_cluster/env.py, `rlvr.cpu_allocator`): jemalloc preloaded
+where it is installed, glibc's malloc said out loud where it is not, a user's own preload kept, a bad
+value refused at composition with the fix. That the workers of a real run have it mapped is asserted by
+tests/launch/test_chaos.py on the run's own processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+from rlvr_cluster.env import (
+    JEMALLOC_CANDIDATES,
+    JEMALLOC_INSTALL,
+    allocator_preload,
+    cpu_allocator_env,
+    find_jemalloc,
+)
+
+
+def _cfg(device: str = "cpu", choice: str | None = "jemalloc"):
+    rlvr = {} if choice is None else {"cpu_allocator": choice}
+    return OmegaConf.create({"trainer": {"device": device}, "rlvr": rlvr})
+
+
+def test_jemalloc_is_preloaded_from_the_first_place_it_is_found(tmp_path):
+    first, second = tmp_path / "a" / "libjemalloc.so.2", tmp_path / "b" / "libjemalloc.so.2"
+    second.parent.mkdir()
+    second.write_bytes(b"")
+    env, note = allocator_preload("jemalloc", {}, (str(first), str(second)))
+    assert env == {"LD_PRELOAD": str(second)}
+    assert note == f"CPU workers use {second}"
+
+
+def test_missing_jemalloc_falls_back_to_glibc_and_says_how_to_install_it(tmp_path):
+    env, note = allocator_preload("jemalloc", {}, (str(tmp_path / "libjemalloc.so.2"),))
+    assert env == {}
+    assert JEMALLOC_INSTALL in note and "glibc" in note and "rlvr.cpu_allocator=system" in note
+
+
+def test_system_keeps_glibc_silently_and_a_gpu_platform_gets_nothing():
+    assert allocator_preload("system", {}) == ({}, "")
+    assert cpu_allocator_env(_cfg(device="cuda"), {}) == ({}, "")
+    # A run directory's config from before the key existed: the default, jemalloc.
+    assert cpu_allocator_env(_cfg(choice=None), {}) == allocator_preload("jemalloc", {})
+
+
+def test_a_users_own_preload_is_kept_after_ours_and_ours_is_not_repeated(tmp_path):
+    lib = tmp_path / "libtcmalloc.so.4"
+    lib.write_bytes(b"")
+    env, _ = allocator_preload(str(lib), {"LD_PRELOAD": "/opt/libmine.so:" + str(lib)})
+    assert env == {"LD_PRELOAD": f"{lib} /opt/libmine.so"}
+
+
+def test_a_library_path_that_does_not_exist_is_an_error_naming_the_choices(tmp_path):
+    with pytest.raises(ValueError, match=r"no such file on this machine.*jemalloc, system"):
+        allocator_preload(str(tmp_path / "libtcmalloc.so.4"), {})
+
+
+@pytest.mark.parametrize("value", ["tcmalloc", "libjemalloc.so.2", "/usr/lib/jemalloc"])
+def test_a_bad_cpu_allocator_value_is_refused_at_composition(value):
+    from rlvr_launch.errors import UserError
+    from rlvr_launch.recipes import recipe_checks
+
+    with pytest.raises(
+        UserError, match=r"rlvr\.cpu_allocator=.*use one of jemalloc, system, or the absolute path"
+    ):
+        recipe_checks._check_cpu_allocator(_cfg(choice=value))
+
+
+def test_a_process_started_with_the_env_runs_on_the_preloaded_allocator():
+    """A real process: with jemalloc installed it is mapped; without, the process runs on glibc's."""
+    env, _ = allocator_preload("jemalloc", {})
+    maps = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.stdout.write(open('/proc/self/maps').read())"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mapped = "libjemalloc" in maps.stdout
+    assert mapped == (find_jemalloc() is not None), (env, find_jemalloc(), JEMALLOC_CANDIDATES)
+    assert "cannot be preloaded" not in maps.stderr
