@@ -76,8 +76,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # autoscaler of cluster/ray-cluster.yaml runs in the head's container (this image) and sets up every
 # worker node over ssh (then rsyncs file_mounts to it): without an ssh client no worker ever joins.
 # build-essential: gcc/g++ for the flash-attn build below and for the JIT kernels of Triton, vLLM and
-# FlashInfer, stated here rather than trusted to come with the CUDA devel base. libjemalloc2: the
-# allocator rlvr preloads into CPU-platform workers (rlvr.cpu_allocator; the cpu-smoke overlay runs here).
+# FlashInfer, stated here rather than trusted to come with the CUDA devel base. libjemalloc2: what
+# rlvr.cpu_allocator=jemalloc preloads into CPU-platform workers (the cpu-smoke overlay runs this image).
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-dev git ca-certificates wget rsync \

@@ -42,11 +42,13 @@ def worker_env(cfg: Any) -> dict[str, str]:
     return env
 
 
-# The CPU platform's worker processes (FSDP actor and reference, the hf rollout server, an SFT stage) run
-# with jemalloc instead of glibc's malloc: glibc hands each micro-batch's freed logits and activations
-# (tens of MiB each) back to the kernel and faults them in again on the next, and in a long-lived worker
-# that churn grew with every update. Measured on SmolLM2-135M (bench/update_floor.py, bench/README):
-# verl's update 1.6-1.8x plain torch on the same samples with glibc, 1.17x with jemalloc preloaded.
+# The CPU platform's worker processes (FSDP actor and reference, the hf rollout server, an SFT stage) can
+# run on another malloc than glibc's (`rlvr.cpu_allocator`, off by default). Why it is offered: glibc hands
+# each micro-batch's freed logits (~500 MB on SmolLM2) back to the kernel and faults them in again, and in
+# the long-lived FSDP worker verl's update drifted to 1.6-1.8x plain torch; with jemalloc preloaded it ran
+# 1.17x. Why it is not the default: jemalloc's own defaults fault the same pages (bench/alloc_churn.py), TRL
+# ran 29% slower under it, and jemalloc without decay (no faults, the update at the floor) grew until Ray's
+# memory monitor killed the run (bench/README, "rlvr vs TRL on SmolLM2").
 # Where Debian/Ubuntu (`libjemalloc2`), Fedora/RHEL (`jemalloc`) and a source build put the library.
 JEMALLOC_CANDIDATES = (
     "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
@@ -70,7 +72,7 @@ def cpu_allocator_env(cfg: Any, environ: Mapping[str, str] = os.environ) -> tupl
     platform."""
     if platform_name(cfg) != "cpu":
         return {}, ""
-    return allocator_preload(str(cfg.rlvr.get("cpu_allocator", "jemalloc")), environ)
+    return allocator_preload(str(cfg.rlvr.get("cpu_allocator", "system")), environ)
 
 
 def allocator_preload(
@@ -86,8 +88,8 @@ def allocator_preload(
         lib = find_jemalloc(candidates)
         if lib is None:
             return {}, (
-                f"CPU workers use glibc's malloc: jemalloc is not installed ({JEMALLOC_INSTALL}; on SmolLM2 the "
-                "update is ~1.5x faster with it). rlvr.cpu_allocator=system says this is intended"
+                f"CPU workers use glibc's malloc: rlvr.cpu_allocator=jemalloc, but jemalloc is not installed "
+                f"({JEMALLOC_INSTALL})"
             )
     else:
         lib = choice
@@ -97,5 +99,4 @@ def allocator_preload(
                 f"library (e.g. {JEMALLOC_CANDIDATES[0]}), or one of {', '.join(ALLOCATOR_CHOICES)}"
             )
     present = environ.get("LD_PRELOAD", "").replace(":", " ").split()
-    preload = " ".join([lib] + [p for p in present if p != lib])
-    return {"LD_PRELOAD": preload}, f"CPU workers use {lib}"
+    return {"LD_PRELOAD": " ".join([lib] + [p for p in present if p != lib])}, f"CPU workers use {lib}"

@@ -1,6 +1,6 @@
-"""The CPU platform's worker allocator (rlvr_cluster/env.py, `rlvr.cpu_allocator`): jemalloc preloaded
-where it is installed, glibc's malloc said out loud where it is not, a user's own preload kept, a bad
-value refused at composition with the fix. That the workers of a real run have it mapped is asserted by
+"""The CPU platform's worker allocator (rlvr_cluster/env.py, `rlvr.cpu_allocator`, glibc's by default):
+jemalloc preloaded where it is installed when asked for, glibc's malloc said out loud where it is not, a
+user's own preload kept, a bad value refused at composition with the fix. That the workers of a real run have it mapped is asserted by
 tests/launch/test_chaos.py on the run's own processes."""
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ def test_jemalloc_is_preloaded_from_the_first_place_it_is_found(tmp_path):
 def test_missing_jemalloc_falls_back_to_glibc_and_says_how_to_install_it(tmp_path):
     env, note = allocator_preload("jemalloc", {}, (str(tmp_path / "libjemalloc.so.2"),))
     assert env == {}
-    assert JEMALLOC_INSTALL in note and "glibc" in note and "rlvr.cpu_allocator=system" in note
+    assert JEMALLOC_INSTALL in note and "glibc" in note and "rlvr.cpu_allocator=jemalloc" in note
 
 
 def test_system_keeps_glibc_silently_and_a_gpu_platform_gets_nothing():
     assert allocator_preload("system", {}) == ({}, "")
     assert cpu_allocator_env(_cfg(device="cuda"), {}) == ({}, "")
-    # A run directory's config from before the key existed: the default, jemalloc.
-    assert cpu_allocator_env(_cfg(choice=None), {}) == allocator_preload("jemalloc", {})
+    # A run directory's config from before the key existed: the default, glibc's.
+    assert cpu_allocator_env(_cfg(choice=None), {"LD_PRELOAD": "/opt/libmine.so"}) == ({}, "")
 
 
 def test_a_users_own_preload_is_kept_after_ours_and_ours_is_not_repeated(tmp_path):

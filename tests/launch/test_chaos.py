@@ -54,6 +54,7 @@ def test_a_killed_fsdp_worker_and_rollout_server_are_restarted_and_a_killed_pool
         "trainer.total_training_steps=14",
         "rlvr.restart.max_restarts=2",
         "+reward.reward_kwargs.rlvr.pool.quick_in_caller=false",
+        "rlvr.cpu_allocator=jemalloc",
     )
     killed = []
     chaos.wait_for_rows(proc, run_dir, attempt=1, rows=2)
@@ -86,8 +87,8 @@ def test_a_killed_fsdp_worker_and_rollout_server_are_restarted_and_a_killed_pool
 
 
 def _on_the_cpu_allocator(driver: int) -> None:
-    """The run's FSDP worker and hf rollout server run on jemalloc where it is installed
-    (rlvr.cpu_allocator's default), on glibc's malloc where it is not."""
+    """With rlvr.cpu_allocator=jemalloc the run's FSDP worker and hf rollout server run on jemalloc where it
+    is installed, on glibc's malloc where it is not."""
     from rlvr_cluster.env import find_jemalloc
 
     expected = find_jemalloc()

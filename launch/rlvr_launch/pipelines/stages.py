@@ -138,7 +138,7 @@ SFT_CPU_OVERRIDES = [
 
 @stage_kind("sft")
 def run_sft(stage: Stage) -> dict:
-    from rlvr_cluster.env import COMMON_ENV, CPU_ENV, allocator_preload
+    from rlvr_cluster.env import COMMON_ENV, CPU_ENV
 
     model, data = _need(stage, "model"), _need(stage, "data")
     data_file = Path(data) / "train.parquet" if Path(data).is_dir() else Path(data)
@@ -158,7 +158,6 @@ def run_sft(stage: Stage) -> dict:
     if stage.args.get("platform", "cpu") == "cpu":
         cmd += SFT_CPU_OVERRIDES
         env.update(CPU_ENV)
-        env.update(allocator_preload("jemalloc")[0])  # as the RL stages' workers (rlvr.cpu_allocator)
     cmd += stage.overrides
     cmd += _sft_epochs(cmd, data_file, stage.name)
     sft_metrics(stage.dir)  # a killed attempt's rows, before the next attempt's logger truncates its file
