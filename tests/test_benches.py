@@ -34,6 +34,11 @@ TINY_TRAIN = [
 # script -> (arguments for a tiny run, a regex its report must print)
 BENCHES: dict[str, tuple[list[str], str]] = {
     "demo.py": (["trainer.total_training_steps=2", *TINY_TRAIN], r"mean reward\s+first 1\s+last 1\s+ratio"),
+    "alloc_churn.py": (
+        ["--tokens", "64", "--vocab", "4096", "--rounds", "1", "--out", "{tmp}/alloc_churn.json"],
+        r"glibc malloc\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+1\.00[\s\S]*"
+        r"(jemalloc, no decay \(dirty_decay_ms:-1|jemalloc is not installed here \(apt-get install libjemalloc2\))",
+    ),
     "compare_algos.py": (
         ["--steps", "2", "--algos", "grpo", "--out", "{tmp}/compare", *TINY_TRAIN],
         r"grpo\s+[-\d.]+\s+[-\d.]+\s+[-+\d.]+",
