@@ -42,7 +42,7 @@ def worker_env(cfg: Any) -> dict[str, str]:
     return env
 
 
-# The CPU platform's worker processes (FSDP actor and reference, the hf rollout server, an SFT stage) can
+# The CPU platform's worker processes (FSDP actor and reference, the hf rollout server, vLLM's engine) can
 # run on another malloc than glibc's (`rlvr.cpu_allocator`, off by default). Why it is offered: glibc hands
 # each micro-batch's freed logits (~500 MB on SmolLM2) back to the kernel and faults them in again, and in
 # the long-lived FSDP worker verl's update drifted to 1.6-1.8x plain torch; with jemalloc preloaded it ran

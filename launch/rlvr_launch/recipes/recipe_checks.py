@@ -135,7 +135,7 @@ def _check_cpu_allocator(cfg) -> None:
 
     # Only the value's shape here: whether a path exists is known on the machine the workers start on
     # (rlvr_cluster.env.cpu_allocator_env), which a submitting laptop is not.
-    choice = str(OmegaConf.select(cfg, "rlvr.cpu_allocator", default="jemalloc"))
+    choice = str(OmegaConf.select(cfg, "rlvr.cpu_allocator", default="system"))
     if choice not in ALLOCATOR_CHOICES and not (choice.startswith("/") and ".so" in Path(choice).name):
         raise UserError(
             f"rlvr.cpu_allocator={choice!r}: use one of {', '.join(ALLOCATOR_CHOICES)}, or the absolute path "
