@@ -23,9 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
-
-from rlvr_cluster.env import JEMALLOC_INSTALL, find_jemalloc  # noqa: E402
+from rlvr_cluster.env import JEMALLOC_INSTALL, find_jemalloc
 
 NO_DECAY = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 

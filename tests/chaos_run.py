@@ -156,7 +156,8 @@ def preloaded_allocator(pid: int) -> str | None:
     """The malloc library the process has mapped (jemalloc or tcmalloc), or None: glibc's own."""
     with open(f"/proc/{pid}/maps") as maps:
         for line in maps:
-            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            fields = line.split()  # address perms offset dev inode [path]
+            path = fields[5] if len(fields) >= 6 else ""
             if "libjemalloc" in path or "libtcmalloc" in path:
                 return os.path.realpath(path)
     return None

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_launch.errors import UserError
-from rlvr_launch.runs.train import VLLM_CPU_INSTALL
+from rlvr_launch.runs.train import VLLM_CPU_INSTALL, local_worker_env
 
 # How long the replica may take to start (server start is ~20-40 s on 2 idle cores, minutes under load
 # or for a large model); past it the start is abandoned with the cause.
@@ -132,18 +132,14 @@ class VLLMServer:
         from omegaconf import OmegaConf
 
         from rlvr_cluster import shm
-        from rlvr_cluster.env import cpu_allocator_env, platform_name, worker_env
+        from rlvr_cluster.env import platform_name
 
         platform = platform_name(self.cfg)
         missing = missing_vllm_message(platform)
         if missing:
             raise UserError(missing)
         started = time.monotonic()
-        env = worker_env(self.cfg)
-        try:
-            env.update(cpu_allocator_env(self.cfg)[0])
-        except ValueError as e:
-            raise UserError(str(e)) from None
+        env, _ = local_worker_env(self.cfg)
         # vLLM logs to stdout by default: this process's stdout is the table or `--json`'s report.
         env.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         if not self.verbose:

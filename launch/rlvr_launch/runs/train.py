@@ -383,6 +383,20 @@ def ray_plan_note() -> str | None:
     )
 
 
+def local_worker_env(cfg) -> tuple[dict[str, str], str]:
+    """The env vars of this run's workers (rlvr_cluster.env.worker_env) with the CPU allocator resolved on
+    this machine, and the line saying which allocator that is ("" when there is nothing to say). A
+    `rlvr.cpu_allocator` path that is not a file here is a UserError."""
+    from rlvr_cluster.env import cpu_allocator_env, worker_env
+
+    env = worker_env(cfg)
+    try:
+        allocator, note = cpu_allocator_env(cfg)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return {**env, **allocator}, note
+
+
 def _start_ray(cfg, env: dict[str, str], verbose: bool) -> tuple[bool, str | None, dict]:
     """Join the job's cluster inside a Ray job, else start a private single-node Ray.
 
@@ -882,7 +896,6 @@ def _attempt(
     configuration error found before verl starts is raised (UserError)."""
     from omegaconf import OmegaConf, open_dict
 
-    from rlvr_cluster.env import cpu_allocator_env, worker_env
     from rlvr_launch.runs import restart
 
     started_ray, ray_temp_dir = False, None
@@ -934,12 +947,7 @@ def _attempt(
         OmegaConf.save(cfg, rd.config_path, resolve=True)
         if overrides is not None:
             rd.save_recipe(overrides)
-        env = worker_env(cfg)
-        try:
-            allocator, allocator_note = cpu_allocator_env(cfg)
-        except ValueError as e:
-            raise UserError(str(e)) from None
-        env.update(allocator)
+        env, allocator_note = local_worker_env(cfg)
         if allocator_note and first:
             log(allocator_note)
         env["VERL_FILE_LOGGER_PATH"] = str(attempt_log)
