@@ -228,3 +228,41 @@ def test_a_restart_whose_capacity_never_returns_fails_naming_the_shortfall_and_t
     message = str(refused.value)
     assert "needs 2 GPUs and the cluster has 1 free" in message and "rlvr.restart.capacity_wait_s" in message
     assert "`rlvr train --run-dir /runs/r` resumes" in message and "\n" not in message
+
+
+def _port_taken_error() -> BaseException:
+    """The real error torch raises when the rendezvous port verl picked was bound by someone else first."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        try:
+            dist.TCPStore("127.0.0.1", port, 1, True, wait_for_workers=False)
+        except dist.DistNetworkError as e:
+            return e
+    raise AssertionError("torch bound a port another socket was listening on")
+
+
+def test_a_rendezvous_port_taken_by_another_process_is_restartable_even_in_a_constructor():
+    # CI saw it once: two runs starting side by side, verl's port picked (bound to 0, closed) and taken
+    # before torch's TCPStore bound it; a new attempt picks a new port.
+    taken = _port_taken_error()
+    assert "EADDRINUSE" in str(taken)
+    for error in (taken, remote(taken)):
+        failure = classify(error)
+        assert failure.restartable and failure.reason == restart.PORT_TAKEN, failure
+        assert "DistNetworkError" in failure.cause
+    # In a worker's constructor it reaches the driver as a dead actor with the constructor's error named.
+    constructor = classify(
+        rex.ActorDiedError(), actor_failures=[f"DistNetworkError: {taken} (in WorkerDict.__init__, a Ray actor)"]
+    )
+    assert constructor.restartable and constructor.reason == restart.PORT_TAKEN
+    # Python's own words for it, from a server that binds a port
+    assert classify(remote(OSError(98, "Address already in use"))).restartable
+    # An earlier, benign port retry in the log does not make a later bug look curable.
+    log = "OSError: [Errno 98] Address already in use\n"
+    assert not classify(remote(KeyError("actor_rollout_ref")), log_text=log).restartable

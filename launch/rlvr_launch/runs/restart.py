@@ -9,7 +9,10 @@ carries the remote error as `.cause`) and from the attempt's own log whether a r
   receiver disconnected mid-sync (rlvr's WeightSyncTimeout, WeightSyncPeerLostError), the rollout's vLLM
   engine process died (vLLM's EngineDeadError), a collective lost its peer (gloo's "Connection closed by
   peer", NCCL's remote error: the surviving rank's report of a rank that died, which can reach the driver
-  before Ray's report of the death itself). The same recipe
+  before Ray's report of the death itself), a port the run picked was taken before it bound it
+  (EADDRINUSE: verl picks the trainer's rendezvous port by binding port 0 and closing it, and torch binds
+  it seconds later, when the workers start; whatever on the node opens a socket in between can take it; a
+  new attempt picks a new port, even where the race hit an actor's constructor). The same recipe
   from the newest checkpoint has every reason to get further.
 - no: a diverged loss (NaN or inf anywhere in the error: the checkpoint holds the weights that diverged),
   an actor that failed in its constructor (a configuration error, named by `train.actor_failures`), Ray's
@@ -69,6 +72,10 @@ _PEER_LOST = re.compile(
     r"|NCCL communicator was aborted",
     re.IGNORECASE,
 )
+# A port taken between being picked and being bound (torch's DistNetworkError: "... code: -98, name:
+# EADDRINUSE, message: address already in use"; Python's OSError: "[Errno 98] Address already in use").
+PORT_TAKEN = "a port the run picked was taken by another process before the run bound it"
+_PORT_TAKEN = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 # Ray's words for a process that died without an exception of its own (SIGKILL, a segfault).
 _DIED_IN_LOG = re.compile(
     r"The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|node .* (?:has been )?marked dead"
@@ -151,6 +158,12 @@ def classify(
             return Failure(
                 _first_line(e), False, "out of memory: the same recipe needs the same memory again"
             )
+    # The log only when no exception reached the driver: a benign port retry logged earlier in a run that
+    # then failed of a bug must not make the bug look curable.
+    if any(_PORT_TAKEN.search(m) for m in messages + (actor_failures or [])) or (
+        not chain and any(_PORT_TAKEN.search(m.group(2)) for m in log_errors)
+    ):
+        return Failure(head if chain or not actor_failures else actor_failures[0], True, PORT_TAKEN)
     if actor_failures:
         return Failure(actor_failures[0], False, "an actor failed in its constructor: a configuration error")
     for e in chain:
