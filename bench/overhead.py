@@ -1,6 +1,7 @@
 """What rlvr's layer costs per training step: `rlvr train` vs verl's own entry point, same config.
 
-    python bench/overhead.py [--steps 8] [--rounds 2] [overrides ...]
+    python bench/overhead.py [--steps 8] [--rounds 2] [--out FILE] [overrides ...]
+    python bench/overhead.py --report bench/results/overhead.json   # the table of a recorded run
 
 Both runs train the same resolved config (the CPU demo by default) for the same steps on this
 machine, alternating which goes first each round. verl's entry point is `python -m
@@ -8,6 +9,8 @@ verl.trainer.main_ppo --config-path DIR --config-name config` on the config.yaml
 resolved (its paths pointed at the baseline's own directory). The figure is verl's own
 `timing_s/step`, median over the steps after the first (which includes start-up), and the ratio
 rlvr / verl; rlvr's layer (progress thread, file logger, private Ray) should cost nothing measurable.
+The figures are saved (--out, default bench/results/overhead.json); `--report FILE` prints a saved
+run's table without training.
 """
 
 from __future__ import annotations
@@ -105,14 +108,38 @@ class _Namespace:
         return _Namespace(value) if isinstance(value, dict) else value
 
 
+def report(saved: dict) -> None:
+    """The side-by-side table of one saved run (`main`'s result, or a recorded file)."""
+    per_tool, wall = saved["per_step_s"], saved["wall_s"]
+    med = {k: statistics.median(v) for k, v in per_tool.items()}
+    print()
+    print(f"{'':<28}{'rlvr train':>14}{'verl main_ppo':>16}{'ratio':>9}")
+    print(
+        f"{'median s/step (after step 1)':<28}{med['rlvr']:>14.3f}{med['verl']:>16.3f}{med['rlvr'] / med['verl']:>9.3f}"
+    )
+    mw = {k: statistics.median(v) for k, v in wall.items()}
+    print(
+        f"{'median wall s per run':<28}{mw['rlvr']:>14.1f}{mw['verl']:>16.1f}{mw['rlvr'] / mw['verl']:>9.3f}"
+    )
+    print(
+        f"steps per tool: {len(per_tool['rlvr'])} vs {len(per_tool['verl'])}; rounds: {saved['rounds']}; "
+        f"overrides: {' '.join(saved['overrides']) or '(none)'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/overhead.json"))
+    parser.add_argument("--report", type=Path, default=None, help="only print the table of a saved run")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
+    if args.report:
+        report(json.loads(args.report.read_text()))
+        return
     overrides = [*SMALL_DEFAULT, f"trainer.total_training_steps={args.steps}", *args.overrides]
 
     per_tool: dict[str, list[float]] = {"rlvr": [], "verl": []}
@@ -137,18 +164,19 @@ def main() -> None:
                     f"({len(times)} steps, {seconds:.0f} s wall)",
                     flush=True,
                 )
-
-    med = {k: statistics.median(v) for k, v in per_tool.items()}
-    print()
-    print(f"{'':<28}{'rlvr train':>14}{'verl main_ppo':>16}{'ratio':>9}")
-    print(
-        f"{'median s/step (after step 1)':<28}{med['rlvr']:>14.3f}{med['verl']:>16.3f}{med['rlvr'] / med['verl']:>9.3f}"
-    )
-    mw = {k: statistics.median(v) for k, v in wall.items()}
-    print(
-        f"{'median wall s per run':<28}{mw['rlvr']:>14.1f}{mw['verl']:>16.1f}{mw['rlvr'] / mw['verl']:>9.3f}"
-    )
-    print(f"steps per tool: {len(per_tool['rlvr'])} vs {len(per_tool['verl'])}; rounds: {args.rounds}")
+    saved = {
+        "steps": args.steps,
+        "rounds": args.rounds,
+        "overrides": args.overrides,
+        "per_step_s": per_tool,
+        "wall_s": wall,
+        "cpu_count": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(saved, indent=1) + "\n")
+    report(saved)
+    print(f"saved: {args.out}")
 
 
 if __name__ == "__main__":

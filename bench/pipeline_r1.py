@@ -2,6 +2,7 @@
 
     python bench/pipeline_r1.py [--sections distill r1_zero r1] [--sft-steps 60] [--rl-steps 60]
         [--on-policy-steps 40] [--out DIR] [--json bench/results/pipeline_r1.json]
+    python bench/pipeline_r1.py --report bench/results/pipeline_r1.json   # the figures of a recorded run
 
 Sections (each prints its own side-by-side lines; the README's "Pipelines" section reports a full run):
 - `distill`: the embedded teacher (tiny, 332k parameters) -> `rlvr pipeline distill` (teacher samples,
@@ -67,7 +68,7 @@ def _manifest(run_dir: Path, stage: str) -> dict:
     return json.loads(next((run_dir / "stages").glob(f"*-{stage}/manifest.json")).read_text())
 
 
-def distill(args, out: Path) -> None:
+def distill(args, out: Path) -> dict:
     from rlvr_launch.runs import embedded_model as embedded
 
     cache = Path(os.path.expanduser(os.environ.get("RLVR_CACHE_DIR", "~/.cache/rlvr")))
@@ -112,33 +113,67 @@ def distill(args, out: Path) -> None:
     rows = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     rewards = [r["critic/score/mean"] for r in rows if "critic/score/mean" in r]
 
-    print(
-        f"\n== distill: teacher = embedded tiny, student = embedded student, {steps} student updates each =="
-    )
-    print(f"load average {os.getloadavg()[0]:.1f}")
-    print(f"teacher                    {_fmt(teacher)}")
-    print(f"student before training    {_fmt(base)}")
-    print(
-        f"teacher traces: {sample['metrics']['responses']} sampled, {sample['metrics']['verified']} verified, "
-        f"{sample['metrics']['kept']} kept; SFT steps {sft['metrics']['step']}"
-    )
-    print(f"student distilled (SFT)    {_fmt(distilled)}   pipeline wall {pipeline_s:.0f} s")
-    print(
-        f"student RL alone           {_fmt(rl)}   wall {rl_s:.0f} s; reward first {rewards[0]:.3f} "
-        f"last {rewards[-1]:.3f}"
-    )
-    print(f"distilled - RL alone, greedy pass@1: {distilled['pass@1'] - rl['pass@1']:+.3f}")
+    figures = {
+        "steps": steps,
+        "load": os.getloadavg()[0],
+        "teacher": _kept(teacher),
+        "student_before": _kept(base),
+        "traces": {k: sample["metrics"][k] for k in ("responses", "verified", "kept")},
+        "sft_steps": sft["metrics"]["step"],
+        "distilled": _kept(distilled),
+        "pipeline_wall_s": pipeline_s,
+        "rl_alone": _kept(rl),
+        "rl_alone_wall_s": rl_s,
+        "rl_alone_reward_first_last": [rewards[0], rewards[-1]],
+    }
     if on_policy:
         stage = _manifest(run_dir, "on_policy")
         final = json.loads((next((run_dir / "stages").glob("*-on_policy_eval")) / "eval.json").read_text())
         m = stage["metrics"]
+        figures["on_policy"] = {
+            "eval": _kept(final),
+            "steps": m["step"],
+            "wall_s": stage["finished"] - stage["started"],
+            "distill_loss_first_last": [m["distill_loss_first"], m["distill_loss_last"]],
+            "reward_first_last": [m.get("reward_first", float("nan")), m.get("reward_last", float("nan"))],
+        }
+    print_distill(figures)
+    return figures
+
+
+def _kept(report: dict) -> dict:
+    """What the report needs of an `rlvr eval` result (its per-prompt rows stay in the run folder)."""
+    return {k: report.get(k) for k in ("pass@1", "sampled", "statuses", "lengths") if k in report}
+
+
+def print_distill(f: dict) -> None:
+    print(
+        f"\n== distill: teacher = embedded tiny, student = embedded student, {f['steps']} student updates each =="
+    )
+    print(f"load average {f['load']:.1f}")
+    print(f"teacher                    {_fmt(f['teacher'])}")
+    print(f"student before training    {_fmt(f['student_before'])}")
+    t = f["traces"]
+    print(
+        f"teacher traces: {t['responses']} sampled, {t['verified']} verified, {t['kept']} kept; "
+        f"SFT steps {f['sft_steps']}"
+    )
+    print(f"student distilled (SFT)    {_fmt(f['distilled'])}   pipeline wall {f['pipeline_wall_s']:.0f} s")
+    first, last = f["rl_alone_reward_first_last"]
+    print(
+        f"student RL alone           {_fmt(f['rl_alone'])}   wall {f['rl_alone_wall_s']:.0f} s; reward first "
+        f"{first:.3f} last {last:.3f}"
+    )
+    print(f"distilled - RL alone, greedy pass@1: {f['distilled']['pass@1'] - f['rl_alone']['pass@1']:+.3f}")
+    op = f.get("on_policy")
+    if op:
+        (l0, l1), (r0, r1_) = op["distill_loss_first_last"], op["reward_first_last"]
         print(
-            f"student SFT + on-policy    {_fmt(final)}   {m['step']} on-policy steps in "
-            f"{stage['finished'] - stage['started']:.0f} s; distillation loss (k1, nats/token) first "
-            f"{m['distill_loss_first']:.3f} last {m['distill_loss_last']:.3f}; reward first "
-            f"{m.get('reward_first', float('nan')):.3f} last {m.get('reward_last', float('nan')):.3f}"
+            f"student SFT + on-policy    {_fmt(op['eval'])}   {op['steps']} on-policy steps in "
+            f"{op['wall_s']:.0f} s; distillation loss (k1, nats/token) first {l0:.3f} last {l1:.3f}; "
+            f"reward first {r0:.3f} last {r1_:.3f}"
         )
-        print(f"on-policy - SFT only, greedy pass@1: {final['pass@1'] - distilled['pass@1']:+.3f}")
+        print(f"on-policy - SFT only, greedy pass@1: {op['eval']['pass@1'] - f['distilled']['pass@1']:+.3f}")
 
 
 def _rows(path: Path) -> list[dict]:  # a run's metrics.jsonl
@@ -191,28 +226,37 @@ def r1_zero(args, out: Path) -> dict:
     final = json.loads((next((run_dir / "stages").glob("*-eval")) / "eval.json").read_text())
     png = args.json.with_name(args.json.stem + "_r1_zero_format.png")
     _plot_format_rate(fmt, correct, png)
-    print(
-        f"\n== r1_zero: {steps} RL steps from embedded://tiny_base (load average {os.getloadavg()[0]:.1f}) =="
-    )
-    print(
-        f"format rate step {fmt[0][0]} {fmt[0][1]:.3f} -> step {fmt[-1][0]} {fmt[-1][1]:.3f} "
-        f"(max {max(v for _, v in fmt):.3f}); correctness {correct[0][1]:.3f} -> {correct[-1][1]:.3f}; "
-        f"paid reward {rl['metrics'].get('reward_first', float('nan')):.3f} -> "
-        f"{rl['metrics'].get('reward_last', float('nan')):.3f}"
-    )
-    print(
-        f"after RL: {_fmt(final)}; wall {_stage_wall(run_dir, 'rl'):.0f} s RL ({wall:.0f} s this call); picture {png}"
-    )
-    return {
+    figures = {
         "rl_steps": steps,
+        "load": os.getloadavg()[0],
         "format_rate": fmt,
         "correctness": correct,
         "reward_first": rl["metrics"].get("reward_first"),
         "reward_last": rl["metrics"].get("reward_last"),
         "eval_after": {k: final.get(k) for k in ("pass@1", "sampled")},
         "rl_wall_s": _stage_wall(run_dir, "rl"),
+        "call_wall_s": wall,
         "picture": png.name,
     }
+    print_r1_zero(figures)
+    return figures
+
+
+def _num(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def print_r1_zero(f: dict) -> None:
+    fmt, correct = f["format_rate"], f["correctness"]
+    load = f" (load average {f['load']:.1f})" if "load" in f else ""
+    print(f"\n== r1_zero: {f['rl_steps']} RL steps from embedded://tiny_base{load} ==")
+    print(
+        f"format rate step {fmt[0][0]} {fmt[0][1]:.3f} -> step {fmt[-1][0]} {fmt[-1][1]:.3f} "
+        f"(max {max(v for _, v in fmt):.3f}); correctness {correct[0][1]:.3f} -> {correct[-1][1]:.3f}; "
+        f"paid reward {_num(f['reward_first']):.3f} -> {_num(f['reward_last']):.3f}"
+    )
+    call = f" ({f['call_wall_s']:.0f} s this call)" if "call_wall_s" in f else ""
+    print(f"after RL: {_fmt(f['eval_after'])}; wall {f['rl_wall_s']:.0f} s RL{call}; picture {f['picture']}")
 
 
 R1_EVAL = ["data.max_response_length=160"]  # the r1 pipeline's eval stages' length: room for the worked sums
@@ -324,67 +368,81 @@ def r1(args, out: Path) -> dict:
         _run([*CLI, "eval", path, *R1_EVAL, "--task", "addition", "--k", str(args.k), "--out", str(report)])
         ev[label] = json.loads(report.read_text())
 
-    print(
-        f"\n== r1: cold start {cs} SFT steps at lr {args.cold_start_lr}; RL {rl_steps} steps at lr {lr} "
-        f"(load average {os.getloadavg()[0]:.1f}) =="
-    )
-    for label, report in ev.items():
-        print(f"{label:40s} {_fmt(report)}")
-    cs_wall = _stage_wall(run_dir, "cold_start")
     (a, b), (c, d) = _rewards(rl_rows), _rewards(alone_rows)
-    print(
-        f"cold start + RL: reward {a:.3f} -> {b:.3f}, format rate {fmt_rl[0][1]:.3f} -> {fmt_rl[-1][1]:.3f}, "
-        f"RL steps {rl_s:.0f} s (+ cold start stage {cs_wall:.0f} s)"
-    )
-    print(
-        f"RL alone:        reward {c:.3f} -> {d:.3f}, format rate {fmt_alone[0][1]:.3f} -> {fmt_alone[-1][1]:.3f}, "
-        f"RL steps {alone_s:.0f} s"
-    )
-    print(
-        f"cold start + RL - RL alone, greedy pass@1: {ev['cold start + RL']['pass@1'] - ev['RL alone']['pass@1']:+.3f}"
-    )
     result = {
+        "cold_start_steps": cs,
+        "cold_start_lr": args.cold_start_lr,
+        "rl_steps": rl_steps,
+        "rl_lr": lr,
+        "load": os.getloadavg()[0],
         "overrides": overrides,
         "stopped": stopped,
-        "eval": {
-            label: {k: r.get(k) for k in ("pass@1", "sampled", "statuses", "lengths") if k in r}
-            for label, r in ev.items()
-        },
+        "eval": {label: _kept(r) for label, r in ev.items()},
         "rl_reward_first_last": [a, b],
         "rl_alone_reward_first_last": [c, d],
         "rl_format_rate": fmt_rl,
         "rl_alone_format_rate": fmt_alone,
-        "cold_start_wall_s": cs_wall,
+        "cold_start_wall_s": _stage_wall(run_dir, "cold_start"),
         "rl_steps_s": rl_s,
         "rl_alone_steps_s": alone_s,
     }
     sample = finished("sample")
-    if sample is None:
-        print(f"rejection sampling: the pipeline stopped: {stopped}")
-        return result
-    m = sample["metrics"]
-    result["sample"] = m
-    rl_acc = ev["cold start + RL"]["pass@1"]
-    kept = ev.get("rejection-sampled SFT of a fresh base", {}).get("pass@1")
-    print(
-        f"rejection sampling: {m.get('responses')} sampled, {m.get('verified')} verified, {m.get('kept')} kept; "
-        + (
-            f"SFT model greedy pass@1 {kept:.3f} vs the RL model's {rl_acc:.3f}"
-            if kept is not None
-            else f"stopped: {stopped}"
-        )
-    )
+    if sample is not None:
+        result["sample"] = sample["metrics"]
     if finished("final_rl"):
         rows = _rows(next((run_dir / "stages").glob("*-final_rl")) / "metrics.jsonl")
         keys = sorted({k for x in rows for k in x if k.startswith("rubric/")})
         result["final_rl_rubric_per_step"] = {k: [x[k] for x in rows if k in x] for k in keys}
+    print_r1(result)
+    return result
+
+
+def print_r1(f: dict) -> None:
+    load = f" (load average {f['load']:.1f})" if "load" in f else ""
+    head = (
+        f"cold start {f['cold_start_steps']} SFT steps at lr {f['cold_start_lr']}; RL {f['rl_steps']} steps "
+        f"at lr {f['rl_lr']}"
+        if "rl_steps" in f
+        else "overrides: " + " ".join(f["overrides"])
+    )
+    print(f"\n== r1: {head}{load} ==")
+    ev = f["eval"]
+    for label, report in ev.items():
+        print(f"{label:40s} {_fmt(report)}")
+    (a, b), (c, d) = f["rl_reward_first_last"], f["rl_alone_reward_first_last"]
+    fmt_rl, fmt_alone = f["rl_format_rate"], f["rl_alone_format_rate"]
+    print(
+        f"cold start + RL: reward {a:.3f} -> {b:.3f}, format rate {fmt_rl[0][1]:.3f} -> {fmt_rl[-1][1]:.3f}, "
+        f"RL steps {f['rl_steps_s']:.0f} s (+ cold start stage {f['cold_start_wall_s']:.0f} s)"
+    )
+    print(
+        f"RL alone:        reward {c:.3f} -> {d:.3f}, format rate {fmt_alone[0][1]:.3f} -> {fmt_alone[-1][1]:.3f}, "
+        f"RL steps {f['rl_alone_steps_s']:.0f} s"
+    )
+    print(
+        f"cold start + RL - RL alone, greedy pass@1: {ev['cold start + RL']['pass@1'] - ev['RL alone']['pass@1']:+.3f}"
+    )
+    m = f.get("sample")
+    if m is None:
+        print(f"rejection sampling: the pipeline stopped: {f['stopped']}")
+        return
+    kept = ev.get("rejection-sampled SFT of a fresh base", {}).get("pass@1")
+    print(
+        f"rejection sampling: {m.get('responses')} sampled, {m.get('verified')} verified, {m.get('kept')} kept; "
+        + (
+            f"SFT model greedy pass@1 {kept:.3f} vs the RL model's {ev['cold start + RL']['pass@1']:.3f}"
+            if kept is not None
+            else f"stopped: {f['stopped']}"
+        )
+    )
+    if f.get("final_rl_rubric_per_step"):
         print(
             "final RL (r1 rubric), per step: "
-            + "; ".join(
-                f"{k} {[round(v, 3) for v in vals]}" for k, vals in result["final_rl_rubric_per_step"].items()
-            )
+            + "; ".join(f"{k} {[round(v, 3) for v in vals]}" for k, vals in f["final_rl_rubric_per_step"].items())
         )
-    return result
+
+
+PRINTERS = {"distill": print_distill, "r1_zero": print_r1_zero, "r1": print_r1}
 
 
 def main() -> None:
@@ -413,8 +471,15 @@ def main() -> None:
     )
     parser.add_argument("--k", type=int, default=4, help="sampled responses per held-out prompt in eval")
     parser.add_argument("--out", type=Path, default=Path("runs/pipeline_r1"))
+    parser.add_argument("--report", type=Path, default=None, help="only print the figures of a saved JSON")
     parser.add_argument("overrides", nargs="*", help="extra overrides of the RL-alone student run")
     args = parser.parse_args()
+    if args.report:
+        saved = json.loads(args.report.read_text())
+        # A section run again with other arguments is saved under a name of its own and names its kind.
+        for name, figures in saved["sections"].items():
+            PRINTERS[figures.get("section", name)](figures)
+        return
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     args.json = (args.json or args.out / "pipeline_r1.json").resolve()
@@ -424,6 +489,7 @@ def main() -> None:
         load = os.getloadavg()[0]
         figures = {"distill": distill, "r1_zero": r1_zero, "r1": r1}[section](args, args.out)
         results["sections"][section] = {
+            "section": section,
             "load_before": load,
             "load_after": os.getloadavg()[0],
             **(figures or {}),

@@ -1,6 +1,7 @@
 """HF rollout vs vLLM rollout on the CPU demo: generation tokens/s and s/step side by side, one run.
 
-    python bench/rollout_cpu.py [--steps 20] [--rounds 1] [overrides ...]
+    python bench/rollout_cpu.py [--steps 20] [--rounds 1] [--out FILE] [overrides ...]
+    python bench/rollout_cpu.py --report bench/results/rollout_cpu.json   # the table of a recorded run
 
 Both train the same recipe (the CPU demo unless overridden) for the same steps with the same seed,
 once with `rollout=hf` (rlvr's Hugging Face backend, the CPU default) and once with `rollout=vllm`
@@ -9,7 +10,8 @@ each round. From verl's own per-step metrics: generation tokens/s (response toke
 `timing_s/gen`), `timing_s/step`, both as medians over the steps after the first (which includes
 vLLM's warm-up); wall time per run (start-up included); and the mean reward of the first and last
 steps, to see whether both learn alike. The load average is printed with the figures: on a shared
-machine only the ratio within one run means anything.
+machine only the ratio within one run means anything. The figures are saved (--out, default
+bench/results/rollout_cpu.json) and `--report FILE` prints a saved run's table without training.
 """
 
 from __future__ import annotations
@@ -86,14 +88,48 @@ def run(backend: str, work: Path, overrides: list[str]) -> dict:
     }
 
 
+def report(saved: dict) -> None:
+    """The side-by-side table of one saved run (`main`'s result, or a recorded file)."""
+    results = saved["results"]
+
+    def med(backend: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[backend])
+
+    print()
+    print(f"{'':<40}{'hf':>10}{'vllm':>10}{'vllm/hf':>10}")
+    for label, key, fmt in (
+        ("generation tokens/s (median, step 2+)", "tok_s", ".0f"),
+        ("s/step (median, step 2+)", "step_s", ".2f"),
+        ("s generating per step (median)", "gen_s", ".2f"),
+        ("first step s (vLLM warm-up included)", "first_step_s", ".1f"),
+        ("wall s per run (start-up included)", "wall_s", ".0f"),
+        ("mean reward, first steps", "reward_first", ".3f"),
+        ("mean reward, last steps", "reward_last", ".3f"),
+    ):
+        hf, vllm = med("hf", key), med("vllm", key)
+        ratio = vllm / hf if hf else float("nan")
+        print(f"{label:<40}{hf:>10{fmt}}{vllm:>10{fmt}}{ratio:>10.2f}")
+    loads = saved["loads"]
+    print(
+        f"{saved['steps']} steps x {saved['rounds']} round(s) per backend; reward means over the first/last "
+        f"{results['hf'][0]['k']} steps; load average (1 min) {min(loads):.1f}-{max(loads):.1f} on "
+        f"{saved['cpu_count']} cores; overrides: {' '.join(saved['overrides']) or '(none)'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/rollout_cpu.json"))
+    parser.add_argument("--report", type=Path, default=None, help="only print the table of a saved run")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
+    if args.report:
+        report(json.loads(args.report.read_text()))
+        return
     overrides = [*SMALL_DEFAULT, f"trainer.total_training_steps={args.steps}", *args.overrides]
 
     results: dict[str, list[dict]] = {b: [] for b in BACKENDS}
@@ -113,29 +149,19 @@ def main() -> None:
                     f"{r['reward_first']:.3f} -> {r['reward_last']:.3f} (load {loads[-1]:.1f})",
                     flush=True,
                 )
-
-    def med(backend: str, key: str) -> float:
-        return statistics.median(r[key] for r in results[backend])
-
-    print()
-    print(f"{'':<40}{'hf':>10}{'vllm':>10}{'vllm/hf':>10}")
-    for label, key, fmt in (
-        ("generation tokens/s (median, step 2+)", "tok_s", ".0f"),
-        ("s/step (median, step 2+)", "step_s", ".2f"),
-        ("s generating per step (median)", "gen_s", ".2f"),
-        ("first step s (vLLM warm-up included)", "first_step_s", ".1f"),
-        ("wall s per run (start-up included)", "wall_s", ".0f"),
-        ("mean reward, first steps", "reward_first", ".3f"),
-        ("mean reward, last steps", "reward_last", ".3f"),
-    ):
-        hf, vllm = med("hf", key), med("vllm", key)
-        ratio = vllm / hf if hf else float("nan")
-        print(f"{label:<40}{hf:>10{fmt}}{vllm:>10{fmt}}{ratio:>10.2f}")
-    k = results["hf"][0]["k"]
-    print(
-        f"{args.steps} steps x {args.rounds} round(s) per backend; reward means over the first/last {k} steps; "
-        f"load average (1 min) {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores"
-    )
+    saved = {
+        "steps": args.steps,
+        "rounds": args.rounds,
+        "overrides": args.overrides,
+        "results": results,
+        "loads": loads,
+        "cpu_count": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(saved, indent=1) + "\n")
+    report(saved)
+    print(f"saved: {args.out}")
 
 
 if __name__ == "__main__":
