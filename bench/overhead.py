@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _saved import save  # bench/ is the script's folder: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_DEFAULT = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1"]
@@ -164,17 +165,16 @@ def main() -> None:
                     f"({len(times)} steps, {seconds:.0f} s wall)",
                     flush=True,
                 )
-    saved = {
-        "steps": args.steps,
-        "rounds": args.rounds,
-        "overrides": args.overrides,
-        "per_step_s": per_tool,
-        "wall_s": wall,
-        "cpu_count": os.cpu_count(),
-        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(saved, indent=1) + "\n")
+    saved = save(
+        args.out,
+        {
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "overrides": args.overrides,
+            "per_step_s": per_tool,
+            "wall_s": wall,
+        },
+    )
     report(saved)
     print(f"saved: {args.out}")
 

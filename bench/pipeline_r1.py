@@ -438,7 +438,9 @@ def print_r1(f: dict) -> None:
     if f.get("final_rl_rubric_per_step"):
         print(
             "final RL (r1 rubric), per step: "
-            + "; ".join(f"{k} {[round(v, 3) for v in vals]}" for k, vals in f["final_rl_rubric_per_step"].items())
+            + "; ".join(
+                f"{k} {[round(v, 3) for v in vals]}" for k, vals in f["final_rl_rubric_per_step"].items()
+            )
         )
 
 

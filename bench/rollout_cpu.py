@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _saved import save  # bench/ is the script's folder: on sys.path
 
 BACKENDS = ("hf", "vllm")
 SMALL_DEFAULT = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1"]
@@ -149,17 +150,16 @@ def main() -> None:
                     f"{r['reward_first']:.3f} -> {r['reward_last']:.3f} (load {loads[-1]:.1f})",
                     flush=True,
                 )
-    saved = {
-        "steps": args.steps,
-        "rounds": args.rounds,
-        "overrides": args.overrides,
-        "results": results,
-        "loads": loads,
-        "cpu_count": os.cpu_count(),
-        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(saved, indent=1) + "\n")
+    saved = save(
+        args.out,
+        {
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "overrides": args.overrides,
+            "results": results,
+            "loads": loads,
+        },
+    )
     report(saved)
     print(f"saved: {args.out}")
 

@@ -258,7 +258,8 @@ def test_a_rendezvous_port_taken_by_another_process_is_restartable_even_in_a_con
         assert "DistNetworkError" in failure.cause
     # In a worker's constructor it reaches the driver as a dead actor with the constructor's error named.
     constructor = classify(
-        rex.ActorDiedError(), actor_failures=[f"DistNetworkError: {taken} (in WorkerDict.__init__, a Ray actor)"]
+        rex.ActorDiedError(),
+        actor_failures=[f"DistNetworkError: {taken} (in WorkerDict.__init__, a Ray actor)"],
     )
     assert constructor.restartable and constructor.reason == restart.PORT_TAKEN
     # Python's own words for it, from a server that binds a port
