@@ -262,6 +262,7 @@ def test_a_rendezvous_port_taken_by_another_process_is_restartable_even_in_a_con
         actor_failures=[f"DistNetworkError: {taken} (in WorkerDict.__init__, a Ray actor)"],
     )
     assert constructor.restartable and constructor.reason == restart.PORT_TAKEN
+    assert constructor.cause.startswith("DistNetworkError:"), constructor.cause  # not the dead actor's line
     # Python's own words for it, from a server that binds a port
     assert classify(remote(OSError(98, "Address already in use"))).restartable
     # An earlier, benign port retry in the log does not make a later bug look curable.

@@ -158,12 +158,16 @@ def classify(
             return Failure(
                 _first_line(e), False, "out of memory: the same recipe needs the same memory again"
             )
-    # The log only when no exception reached the driver: a benign port retry logged earlier in a run that
-    # then failed of a bug must not make the bug look curable.
-    if any(_PORT_TAKEN.search(m) for m in messages + (actor_failures or [])) or (
-        not chain and any(_PORT_TAKEN.search(m.group(2)) for m in log_errors)
+    # In a constructor the driver sees a dead actor; the constructor's own error names the port. The log
+    # only when no exception reached the driver: a benign port retry logged earlier in a run that then
+    # failed of a bug must not make the bug look curable.
+    taken_in_constructor = next((f for f in actor_failures or [] if _PORT_TAKEN.search(f)), None)
+    if (
+        taken_in_constructor
+        or any(_PORT_TAKEN.search(m) for m in messages)
+        or (not chain and any(_PORT_TAKEN.search(m.group(2)) for m in log_errors))
     ):
-        return Failure(head if chain or not actor_failures else actor_failures[0], True, PORT_TAKEN)
+        return Failure(taken_in_constructor or head, True, PORT_TAKEN)
     if actor_failures:
         return Failure(actor_failures[0], False, "an actor failed in its constructor: a configuration error")
     for e in chain:
