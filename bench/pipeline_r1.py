@@ -444,16 +444,15 @@ def print_r1(f: dict) -> None:
         )
 
 
-PRINTERS = {"distill": print_distill, "r1_zero": print_r1_zero, "r1": print_r1}
+# section -> (what runs it and returns its figures, what prints them: after a run, or from a saved JSON)
+SECTIONS = {"distill": (distill, print_distill), "r1_zero": (r1_zero, print_r1_zero), "r1": (r1, print_r1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--sections", nargs="+", default=["distill", "r1_zero", "r1"], choices=["distill", "r1_zero", "r1"]
-    )
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
     parser.add_argument("--sft-steps", type=int, default=60, help="student updates (SFT steps = RL steps)")
     parser.add_argument("--rl-steps", type=int, default=60, help="r1_zero's RL steps")
     parser.add_argument(
@@ -480,7 +479,7 @@ def main() -> None:
         saved = json.loads(args.report.read_text())
         # A section run again with other arguments is saved under a name of its own and names its kind.
         for name, figures in saved["sections"].items():
-            PRINTERS[figures.get("section", name)](figures)
+            SECTIONS[figures.get("section", name)][1](figures)
         return
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -489,7 +488,7 @@ def main() -> None:
     results = {"sections": {}, "args": {k: str(v) for k, v in vars(args).items()}}
     for section in args.sections:
         load = os.getloadavg()[0]
-        figures = {"distill": distill, "r1_zero": r1_zero, "r1": r1}[section](args, args.out)
+        figures = SECTIONS[section][0](args, args.out)
         results["sections"][section] = {
             "section": section,
             "load_before": load,

@@ -99,9 +99,8 @@ def allocator_preload(
         return {}, ""
     if choice == "glibc_reuse":
         tuned = " ".join(f"{k}={v}" for k, v in GLIBC_REUSE_ENV.items())
-        return dict(
-            GLIBC_REUSE_ENV
-        ), f"CPU workers use glibc's malloc, keeping freed memory for reuse ({tuned})"
+        note = f"CPU workers use glibc's malloc, keeping freed memory for reuse ({tuned})"
+        return dict(GLIBC_REUSE_ENV), note
     if choice == "jemalloc":
         lib = find_jemalloc(candidates)
         if lib is None:

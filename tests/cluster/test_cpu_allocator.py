@@ -122,13 +122,10 @@ def _faults_after_the_first_round(env: dict[str, str]) -> int:
 
 def test_glibc_reuse_hands_a_freed_block_out_again_instead_of_fresh_pages_off_the_main_thread():
     env, note = allocator_preload("glibc_reuse", {"LD_PRELOAD": "/opt/libmine.so"})
-    assert (
-        env == GLIBC_REUSE_ENV and "LD_PRELOAD" not in env
-    )  # nothing preloaded; a user's preload stays theirs
-    assert (
-        note.startswith("CPU workers use glibc's malloc, keeping freed memory")
-        and "MALLOC_ARENA_MAX=1" in note
-    )
+    # Nothing preloaded: a user's preload stays theirs.
+    assert env == GLIBC_REUSE_ENV and "LD_PRELOAD" not in env
+    assert note.startswith("CPU workers use glibc's malloc, keeping freed memory")
+    assert "MALLOC_ARENA_MAX=1" in note
     assert cpu_allocator_env(_cfg(choice="glibc_reuse"))[0] == GLIBC_REUSE_ENV
     assert cpu_allocator_env(_cfg(device="cuda", choice="glibc_reuse")) == ({}, "")
     # glibc's defaults: every round maps the block afresh and the kernel zeroes all 24,576 pages again.
