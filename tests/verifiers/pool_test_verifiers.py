@@ -14,7 +14,9 @@ A crash that certainly has company, through marker files in DIR: "crash_shared:D
 DIR/crashed) announces itself (DIR/<pid>.pending), waits until another call of ours is in flight on the
 same actor process (DIR/<pid>.<thread>.hanging), then marks DIR/crashed and ends the actor; later (retried
 alone) it ends the actor at once. "share:DIR:<int>" is an innocent "<int>" that, on an actor where such a
-crash waits, marks itself hanging and never returns (it dies with the actor), else answers at once.
+crash waits, marks itself hanging and never returns (it dies with the actor); while such a crash waits on
+another actor it waits too (until DIR/crashed), so the only calls that end are on the crash's actor and the
+pool's next call must go there; with no crash waiting it answers at once.
 """
 
 from __future__ import annotations
@@ -81,7 +83,16 @@ def _crash_in_company(folder: Path) -> None:
 
 
 def _hang_beside_a_waiting_crash(folder: Path) -> None:
+    # Without the wait, innocents on the other actor answered at once, the pool (least loaded first) kept
+    # sending there, and the crash could end alone after its 20 s (seen once in CI). Blocking them fills
+    # the other actor's slots, so the next call lands beside the crash. No deadlock: a waiting crash always
+    # ends within its own 20 s, and with none waiting nobody blocks.
     pid = os.getpid()
-    if (folder / f"{pid}.pending").exists() and not (folder / "crashed").exists():
-        (folder / f"{pid}.{threading.get_ident()}.hanging").touch()
-        time.sleep(3600)
+    deadline = time.monotonic() + 60
+    while not (folder / "crashed").exists() and time.monotonic() < deadline:
+        if (folder / f"{pid}.pending").exists():
+            (folder / f"{pid}.{threading.get_ident()}.hanging").touch()
+            time.sleep(3600)
+        if not any(folder.glob("*.pending")):
+            return
+        time.sleep(0.01)
