@@ -43,8 +43,10 @@ def worker_env(cfg: Any) -> dict[str, str]:
 
 
 # The CPU platform's worker processes (FSDP actor and reference, the hf rollout server, vLLM's engine) can
-# run on another malloc than glibc's (`rlvr.cpu_allocator`, off by default). Why it is offered: glibc hands
-# each micro-batch's freed logits (~500 MB on SmolLM2) back to the kernel and faults them in again, and in
+# run on another malloc than glibc's, or on glibc's told to reuse (`rlvr.cpu_allocator`; `system` by
+# default, `glibc_reuse` in the SmolLM2 model recipe, where it was measured). Why jemalloc is offered:
+# glibc hands each micro-batch's freed logits (~500 MB on SmolLM2) back to the kernel and faults them
+# in again, and in
 # the long-lived FSDP worker verl's update drifted to 1.6-1.8x plain torch; with jemalloc preloaded it ran
 # 1.17x. Why it is not the default: jemalloc's own defaults fault the same pages (bench/alloc_churn.py), TRL
 # ran 29% slower under it, and jemalloc without decay (no faults, the update at the floor) grew until Ray's

@@ -111,6 +111,21 @@ def test_the_r1_zero_experiment_pays_the_r1_zero_rubric_on_its_own_data():
     assert cfg.rlvr.prepare.digit_sums_r1_zero and cfg.rlvr.prepare.smollm2_135m_instruct
 
 
+@pytest.mark.slow  # Hydra compositions with verl's validation: ~1 s each
+@pytest.mark.parametrize("experiment", ["smollm2_cpu_sums", "smollm2_cpu_mix", "smollm2_r1_zero"])
+def test_the_real_model_recipes_run_their_cpu_workers_on_glibc_reusing_freed_memory(experiment):
+    # The model recipe's allocator (model/smollm2_135m_instruct.yaml: the update 51-59 s -> 34-37 s), which
+    # every experiment on it inherits and a user can still turn off.
+    from rlvr_cluster.env import GLIBC_REUSE_ENV
+    from rlvr_launch.recipes import compose
+    from rlvr_launch.runs.train import local_worker_env
+
+    env, note = local_worker_env(compose.compose([f"experiment={experiment}"]))
+    assert {k: env.get(k) for k in GLIBC_REUSE_ENV} == GLIBC_REUSE_ENV and "reuse" in note
+    env, note = local_worker_env(compose.compose([f"experiment={experiment}", "rlvr.cpu_allocator=system"]))
+    assert not set(GLIBC_REUSE_ENV) & set(env) and note == ""
+
+
 @pytest.mark.slow
 def test_the_converted_folder_is_the_gguf_model(smollm2_model_dir):
     """Logits of the saved folder equal those of the model transformers loads from the package's GGUF file,
@@ -180,6 +195,7 @@ def test_a_few_grpo_steps_on_the_real_model(smollm2_model_dir, tmp_path, rollout
         _sweep(ray_root)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert str(smollm2_model_dir) in (run_dir / "config.yaml").read_text()
+    assert "CPU workers use glibc's malloc, keeping freed memory for reuse" in out.stdout  # the recipe's
     rows = _rows(run_dir)
     assert [r["training/global_step"] for r in rows] == [1, 2]
     for row in rows:

@@ -14,7 +14,7 @@ driver) first derives the values rlvr sizes from others, then refuses combinatio
 - Token budgets: with dynamic batch sizing, one sequence (max_prompt_length + max_response_length) must
   fit in `actor.ppo_max_token_len_per_gpu`.
 - `rlvr.verifier_placement` is one of the known policies (rlvr_launch/runs/placement.py).
-- `rlvr.cpu_allocator` is `jemalloc`, `system` or the absolute path of a shared library (rlvr_cluster/env.py).
+- `rlvr.cpu_allocator` is one of rlvr_cluster.env.ALLOCATOR_CHOICES or the absolute path of a shared library.
 - A DAPO `algorithm.filter_groups.metric` that is a per-status indicator (`rlvr_timeout`, ...) needs
   `reward.reward_kwargs.rlvr.status_indicators: true` (the reward returns them only when asked).
 - `actor_rollout_ref.rollout.router_config_path: rlvr:<file>` becomes the path of <file> in the
