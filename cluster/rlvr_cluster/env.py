@@ -46,11 +46,11 @@ def worker_env(cfg: Any) -> dict[str, str]:
 # run on another malloc than glibc's, or on glibc's told to reuse (`rlvr.cpu_allocator`; `system` by
 # default, `glibc_reuse` in the SmolLM2 model recipe, where it was measured). Why jemalloc is offered:
 # glibc hands each micro-batch's freed logits (~500 MB on SmolLM2) back to the kernel and faults them
-# in again, and in
-# the long-lived FSDP worker verl's update drifted to 1.6-1.8x plain torch; with jemalloc preloaded it ran
-# 1.17x. Why it is not the default: jemalloc's own defaults fault the same pages (bench/alloc_churn.py), TRL
-# ran 29% slower under it, and jemalloc without decay (no faults, the update at the floor) grew until Ray's
-# memory monitor killed the run (bench/README, "rlvr vs TRL on SmolLM2").
+# in again, and in the long-lived FSDP worker verl's update drifted to 1.6-1.8x plain torch; with
+# jemalloc preloaded it ran 1.17x. Why it is not the default: jemalloc's own defaults fault the same
+# pages (bench/alloc_churn.py), TRL ran 29% slower under it, and jemalloc without decay (no faults, the
+# update at the floor) grew until Ray's memory monitor killed the run (bench/README, "rlvr vs TRL on
+# SmolLM2").
 # Where Debian/Ubuntu (`libjemalloc2`), Fedora/RHEL (`jemalloc`) and a source build put the library.
 JEMALLOC_CANDIDATES = (
     "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",

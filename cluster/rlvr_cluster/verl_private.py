@@ -182,8 +182,6 @@ LB_CLIENT_CALLS = (
 
 # Detail 14: how many timings of one name codetiming's registry keeps (the totals keep everything).
 TIMINGS_KEPT = 1000
-# Where verl's timers come from (the module whose `_timer` uses a named codetiming.Timer).
-VERL_TIMER_MODULE = "verl.utils.profiler.performance"
 
 
 def install_bounded_timer_history(kept: int = TIMINGS_KEPT) -> None:
